@@ -1,0 +1,45 @@
+"""Environments: the base class, the registry, wrappers, and every registered env id.
+
+Importing this package registers the built-in envs. Env modules are imported only when an env is
+made (entry points are strings), so ``import llm_marl`` stays fast.
+"""
+
+from llm_marl.envs.base import InfrastructureError, LLMParallelEnv, Transition
+from llm_marl.envs.registration import (
+    EnvSpec,
+    make,
+    make_vec,
+    pprint_registry,
+    register,
+    registry,
+    spec,
+)
+from llm_marl.envs.vector import VectorEnv
+from llm_marl.envs.wrappers import FrozenAgents, TurnLimit
+
+register(
+    "coordination-v0",
+    "llm_marl.envs.toy.coordination:CoordinationEnv",
+    description="toy: two agents pick digits summing to a target, simultaneously",
+)
+register(
+    "referential-v0",
+    "llm_marl.envs.toy.referential:ReferentialEnv",
+    description="toy: speaker sees a target, listener must name it from the message",
+)
+
+__all__ = [
+    "EnvSpec",
+    "FrozenAgents",
+    "InfrastructureError",
+    "LLMParallelEnv",
+    "Transition",
+    "TurnLimit",
+    "VectorEnv",
+    "make",
+    "make_vec",
+    "pprint_registry",
+    "register",
+    "registry",
+    "spec",
+]

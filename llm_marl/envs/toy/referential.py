@@ -1,0 +1,106 @@
+"""referential-v0 — a speaker who sees a target must get a listener who does not to name it.
+
+Roles
+    ``speaker`` then ``listener`` (two sequential phases of one episode).
+Observation
+    Phase 1: only the speaker acts; it sees the target object, a digit in ``0 .. num_symbols-1``.
+    Phase 2: only the listener acts; it sees the speaker's message (its first
+    ``max_message_chars`` characters) and never the target (partial observability: the message
+    is the only channel).
+Action
+    Speaker: any text (the message). Listener: any text; its answer is the first decimal digit in
+    it (see :func:`~llm_marl.envs.toy.parsing.first_symbol`); none, or out of range, is invalid
+    (``infos["listener"]["malformed"] = True``).
+Reward (joint, every agent, at the end of phase 2)
+    ``format_weight * valid + (1 - format_weight) * [answer == target]``. Components: ``format``,
+    ``success``. Phase 1 gives 0.
+Chance level
+    A listener guessing a uniformly random valid digit: ``format_weight + (1 - format_weight) / n``
+    (0.4 with the defaults ``n = 4``, ``format_weight = 0.2``). A random-init tiny LM starts lower
+    (most outputs hold no valid digit). Beating chance needs a protocol: the speaker must encode
+    the target and the listener decode it.
+Tasks
+    One per target; ids ``referential/target=<k>``.
+
+>>> import llm_marl
+>>> env = llm_marl.make("referential-v0")
+>>> obs, infos = env.reset(seed=0, options={"task_id": "referential/target=3"})
+>>> [a for a in env.agents if infos[a]["active"]]
+['speaker']
+>>> obs, *_ = env.step({"speaker": "it is 3"})
+>>> _, rewards, *_ = env.step({"listener": "3"})
+>>> rewards["listener"]
+1.0
+"""
+
+from __future__ import annotations
+
+from llm_marl.envs.base import LLMParallelEnv, Task, Transition
+from llm_marl.envs.toy.parsing import first_symbol
+
+
+class ReferentialEnv(LLMParallelEnv):
+    metadata = {
+        "name": "referential-v0",
+        "render_modes": ["ansi", "human"],
+        "is_parallelizable": True,
+    }
+    possible_agents = ["speaker", "listener"]
+
+    def __init__(
+        self,
+        tasks: list[Task] | None = None,
+        *,
+        num_symbols: int = 4,
+        format_weight: float = 0.2,
+        max_message_chars: int = 16,
+        render_mode: str | None = None,
+    ) -> None:
+        if not 2 <= num_symbols <= 10:
+            raise ValueError(f"num_symbols must be in 2..10 (digits), got {num_symbols}")
+        if not 0.0 <= format_weight < 1.0:
+            raise ValueError(f"format_weight must be in [0, 1), got {format_weight}")
+        if max_message_chars < 1:
+            raise ValueError(f"max_message_chars must be >= 1, got {max_message_chars}")
+        self.num_symbols = num_symbols
+        self.format_weight = format_weight
+        self.max_message_chars = max_message_chars
+        super().__init__(tasks, max_steps=2, render_mode=render_mode)
+
+    def default_tasks(self) -> list[Task]:
+        return [
+            {"task_id": f"referential/target={k}", "target": k} for k in range(self.num_symbols)
+        ]
+
+    def chance_level(self) -> float:
+        """Expected reward of a listener guessing uniformly among valid answers."""
+        return self.format_weight + (1 - self.format_weight) / self.num_symbols
+
+    def _setup(self, task: Task) -> None:
+        self.say(
+            "speaker",
+            f"Object: {task['target']}. Write a short message so that your partner, who cannot "
+            "see the object, can name it.",
+        )
+        self.set_active(["speaker"])
+
+    def _transition(self, actions: dict[str, str]) -> Transition:
+        if "speaker" in actions:
+            message = actions["speaker"][: self.max_message_chars]
+            self.say(
+                "listener",
+                f"Message: {message}\nWhich object is it? Answer with one digit from 0 to "
+                f"{self.num_symbols - 1}.",
+            )
+            self.set_active(["listener"])
+            return Transition()
+        answer = first_symbol(actions["listener"], self.num_symbols)
+        valid = float(answer is not None)
+        success = float(answer == int(self.task["target"]))
+        w = self.format_weight
+        return Transition(
+            reward=w * valid + (1 - w) * success,
+            components={"format": valid, "success": success},
+            done=True,
+            infos={"listener": {"answer": answer, "malformed": answer is None}},
+        )

@@ -1,0 +1,180 @@
+"""The policy contract: chat conversations in, completions (text + tokens + log-probs) out.
+
+Policies know nothing of environments. A policy receives a batch of conversations (OpenAI
+message format) and returns one :class:`Completion` per conversation. Rollout code
+(:mod:`llm_marl.rollout`) is the only place that joins policies and environments.
+
+Token-in / token-out
+--------------------
+For multi-turn episodes the rollout hands the policy a :class:`TokenContext` per conversation:
+the exact token ids of that agent's previous turn (its prompt followed by what it generated).
+A policy that works on tokens (``HFPolicy``) must then build the next prompt as
+``context.token_ids + tokens(new messages)`` so that generated tokens are never re-tokenised.
+``Completion.prompt_ids`` is the full prompt actually fed to the model. A policy that cannot
+honour a context (a re-rendered chat template that does not extend the previous text) may
+ignore it; the rollout detects that ``prompt_ids`` does not extend the context and records the
+turn as a new segment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import torch
+
+Message = dict[str, Any]
+"""One chat message: ``{"role": "system" | "user" | "assistant" | "tool", "content": str}``."""
+
+Conversation = list[Message]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample completions. Shared by every policy backend."""
+
+    max_new_tokens: int = 128
+    """Upper bound on generated tokens per completion."""
+    temperature: float = 1.0
+    """Softmax temperature; ``0`` means greedy decoding."""
+    top_p: float = 1.0
+    """Nucleus sampling mass; ``1.0`` disables it."""
+    top_k: int = 0
+    """Keep only the ``top_k`` most likely tokens; ``0`` disables it."""
+    stop: tuple[str, ...] = ()
+    """Strings that end a completion (the stop string is kept out of ``text``)."""
+    seed: int | None = None
+    """Seed for this call; ``None`` draws from the backend's own generator."""
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+
+
+@dataclass(frozen=True)
+class TokenContext:
+    """The token stream an agent has produced so far (see the module docstring)."""
+
+    token_ids: tuple[int, ...]
+    """Prompt + generated ids of the agent's previous turn, exactly as fed and sampled."""
+    num_messages: int
+    """How many messages of the conversation those ids cover, the agent's own reply included."""
+
+
+@dataclass
+class Completion:
+    """One sampled completion."""
+
+    text: str
+    """The completion as the environment receives it (special tokens and stop string removed)."""
+    token_ids: list[int] = field(default_factory=list)
+    """Generated token ids (may end with the end-of-turn token). Empty for text-only backends."""
+    prompt_ids: list[int] = field(default_factory=list)
+    """The full prompt fed to the model. Empty for text-only backends."""
+    logprobs: list[float] | None = None
+    """Sampling log-probability of each generated token (``None`` if the backend has none)."""
+    finish_reason: str = "stop"
+    """``"stop"`` (end of turn or stop string) or ``"length"`` (hit ``max_new_tokens``)."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Backend-specific extras (latency, usage, raw response...)."""
+
+
+class PolicyError(RuntimeError):
+    """A policy backend failed (server unreachable, timeout...). Not the model's fault."""
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """Anything that turns a batch of conversations into completions."""
+
+    name: str
+    trainable: bool
+
+    def generate(
+        self,
+        conversations: Sequence[Conversation],
+        sampling: SamplingParams,
+        contexts: Sequence[TokenContext | None] | None = None,
+    ) -> list[Completion]:
+        """Return one completion per conversation, in order. One call = one batch."""
+        ...
+
+
+@runtime_checkable
+class TrainablePolicy(Policy, Protocol):
+    """A policy whose parameters an algorithm can update."""
+
+    def parameters(self) -> Any:
+        """The trainable parameters (an iterator of ``torch.nn.Parameter``)."""
+        ...
+
+    def sequence_logprobs(
+        self,
+        prompt_ids: Sequence[Sequence[int]],
+        completion_ids: Sequence[Sequence[int]],
+        *,
+        reference: bool = False,
+    ) -> list[torch.Tensor]:
+        """Per-token log-probs of ``completion_ids`` given ``prompt_ids``, one batched forward.
+
+        Returns one 1-D tensor per sequence (length ``len(completion_ids[i])``) that carries
+        gradients unless ``reference`` is true (then the reference model is used, under
+        ``torch.no_grad``: the base model with adapters disabled for LoRA policies).
+        Log-probs use the same temperature as sampling so importance ratios are consistent.
+        """
+        ...
+
+    def save(self, path: str) -> None:
+        """Write the trainable weights (adapter or full model) under ``path``."""
+        ...
+
+    def load(self, path: str) -> None:
+        """Read weights written by :meth:`save`."""
+        ...
+
+
+class ScriptedPolicy:
+    """A policy backed by a plain Python function: ``fn(conversation) -> str``.
+
+    Useful for frozen partners with known behaviour, tests and baselines. Always frozen.
+
+    >>> echo = ScriptedPolicy(lambda conv: conv[-1]["content"].upper())
+    >>> echo.generate([[{"role": "user", "content": "hi"}]], SamplingParams())[0].text
+    'HI'
+    """
+
+    trainable = False
+
+    def __init__(self, fn: Any, name: str | None = None) -> None:
+        if not callable(fn):
+            raise TypeError(f"ScriptedPolicy needs a callable, got {type(fn).__name__}")
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", "scripted")
+
+    def generate(
+        self,
+        conversations: Sequence[Conversation],
+        sampling: SamplingParams,
+        contexts: Sequence[TokenContext | None] | None = None,
+    ) -> list[Completion]:
+        out = []
+        for conv in conversations:
+            text = self.fn(conv)
+            if not isinstance(text, str):
+                raise TypeError(
+                    f"ScriptedPolicy {self.name!r}: function returned {type(text).__name__}, "
+                    "expected str"
+                )
+            out.append(Completion(text=text))
+        return out
+
+    def __repr__(self) -> str:
+        return f"ScriptedPolicy({self.name!r})"
