@@ -28,6 +28,10 @@ register(
     description="toy: speaker sees a target, listener must name it from the message",
 )
 
+# Env families register their ids on import; their modules are imported only by make().
+from llm_marl.envs import coding as _coding  # noqa: E402, F401
+from llm_marl.envs import math as _math  # noqa: E402, F401
+
 __all__ = [
     "EnvSpec",
     "FrozenAgents",

@@ -120,10 +120,7 @@ def make(env_id: str | EnvSpec, **kwargs: Any) -> Any:
     max_steps = merged.pop("max_episode_steps", None) or spec_.max_episode_steps
     _check_kwargs(factory, merged, spec_.id)
     env = factory(**merged)
-    try:
-        env.spec = replace(spec_, kwargs=merged)
-    except AttributeError:  # pragma: no cover - an env that forbids new attributes
-        pass
+    env.spec = replace(spec_, kwargs=merged)
     if max_steps is not None:
         from llm_marl.envs.wrappers import TurnLimit
 
