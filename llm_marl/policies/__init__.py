@@ -1,0 +1,70 @@
+"""Policies: anything that turns a batch of chat conversations into completions.
+
+- :class:`Policy` / :class:`TrainablePolicy`: the protocol (see :mod:`llm_marl.policies.base`).
+- :class:`ScriptedPolicy`: a plain Python function; always frozen.
+- :class:`HFPolicy`: a local ``transformers`` model, optionally LoRA adapters sharing one base.
+- :class:`OpenAIPolicy`: any OpenAI-compatible chat-completions server; always frozen.
+- :func:`build_tiny_lm`: an offline tiny LM + tokenizer for tests and CPU demos.
+
+The heavy backends (torch, transformers, requests) are imported on first use, so
+``import llm_marl.policies`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from llm_marl.policies.base import (
+    Completion,
+    Conversation,
+    Message,
+    Policy,
+    PolicyError,
+    SamplingParams,
+    ScriptedPolicy,
+    TokenContext,
+    TrainablePolicy,
+)
+
+if TYPE_CHECKING:
+    from llm_marl.policies.hf import HFPolicy
+    from llm_marl.policies.openai import OpenAIPolicy
+    from llm_marl.policies.serve import PolicyServer
+    from llm_marl.policies.tiny import build_tiny_lm
+
+_LAZY = {
+    "HFPolicy": "llm_marl.policies.hf",
+    "OpenAIPolicy": "llm_marl.policies.openai",
+    "PolicyServer": "llm_marl.policies.serve",
+    "build_tiny_lm": "llm_marl.policies.tiny",
+}
+
+__all__ = [
+    "Completion",
+    "Conversation",
+    "HFPolicy",
+    "Message",
+    "OpenAIPolicy",
+    "Policy",
+    "PolicyError",
+    "PolicyServer",
+    "SamplingParams",
+    "ScriptedPolicy",
+    "TokenContext",
+    "TrainablePolicy",
+    "build_tiny_lm",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llm_marl.policies' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # cache: later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,0 +1,776 @@
+"""A policy backed by a local ``transformers`` causal LM, optionally with a peft LoRA adapter.
+
+:class:`HFPolicy` samples with ONE batched, left-padded ``model.generate`` call per
+:meth:`~HFPolicy.generate`, returns token ids and sampling log-probs (token-in / token-out), and
+gives per-token log-probs with gradients for training (:meth:`~HFPolicy.sequence_logprobs`).
+
+Several agents can share one base model with one LoRA adapter each::
+
+    policies = HFPolicy.shared_lora("Qwen/Qwen2.5-0.5B-Instruct", ["helper", "main"])
+    policies["helper"].generate(convs, SamplingParams(temperature=1.0))
+
+Each policy activates its own adapter (``set_adapter``) before it runs the model; the reference
+model for a KL penalty is the base with adapters disabled, so there is no second copy. Full
+fine-tuning (no LoRA) works too; then a frozen reference copy must be passed explicitly
+(``reference_model=``) if the algorithm needs one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import random
+import shutil
+import tempfile
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from llm_marl.policies.base import (
+    Completion,
+    Conversation,
+    SamplingParams,
+    TokenContext,
+)
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["HFPolicy"]
+
+# Chat-format end-of-turn markers of common model families. Any of them that the tokenizer knows
+# as an added token also ends a completion (generation configs often list only one).
+_END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>", "<|end|>")
+
+_ADAPTER_FILE = "adapter_model.safetensors"
+
+
+class _SharedModelState:
+    """Per-model bookkeeping shared by every policy that wraps the same model object.
+
+    Policies that share a PeftModel switch its active adapter, which is global state: the lock
+    serialises model use, and ``trainable`` remembers which adapters must keep gradients (peft's
+    ``set_adapter`` turns them off on every adapter but the active one). An adapter (or a full
+    model, key ``None``) keeps gradients if ANY policy over it is trainable; a frozen policy
+    that views the same weights computes its log-probs under ``no_grad`` instead.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.trainable: dict[str | None, bool] = {}
+        self.adapter_params: dict[str, list[Any]] = {}
+
+
+_STATES: weakref.WeakKeyDictionary[Any, _SharedModelState] = weakref.WeakKeyDictionary()
+_STATES_LOCK = threading.Lock()
+
+
+def _state_for(model: Any) -> _SharedModelState:
+    with _STATES_LOCK:
+        state = _STATES.get(model)
+        if state is None:
+            state = _SharedModelState()
+            _STATES[model] = state
+        return state
+
+
+def _resolve_dtype(dtype: Any, device: str) -> Any:
+    import torch
+
+    if dtype is None:
+        # float32 on CPU (bf16 matmuls are slow there and log-prob checks want precision);
+        # elsewhere keep the checkpoint's own dtype.
+        return torch.float32 if device == "cpu" else "auto"
+    if isinstance(dtype, str) and dtype != "auto":
+        try:
+            return getattr(torch, dtype)
+        except AttributeError:
+            raise ValueError(f"unknown dtype {dtype!r}; use e.g. 'float32' or 'bfloat16'") from None
+    return dtype
+
+
+def _adapter_param_names(model: Any, adapter: str) -> list[str]:
+    """Names of the parameters that belong to ``adapter`` in a peft model."""
+    names = []
+    for name, _ in model.named_parameters():
+        parts = name.split(".")
+        for i in range(1, len(parts)):
+            if parts[i] == adapter and (
+                parts[i - 1].startswith("lora_") or parts[i - 1] == "modules_to_save"
+            ):
+                names.append(name)
+                break
+    return names
+
+
+class HFPolicy:
+    """A ``transformers`` causal LM (optionally a LoRA adapter on it) as a :class:`Policy`.
+
+    Args:
+        model: A path or Hub id (loaded with ``AutoModelForCausalLM.from_pretrained``), a loaded
+            ``PreTrainedModel``, or a ``PeftModel`` (possibly holding several adapters).
+        tokenizer: A tokenizer or a path / id; default: loaded from ``model``'s path.
+        name: Policy name (default: the adapter name or the model path).
+        trainable: Whether an algorithm may update this policy. Frozen policies get
+            ``requires_grad=False`` and refuse :meth:`parameters`.
+        adapter: For a ``PeftModel``: which adapter this policy uses (default: the active one).
+            With ``lora_config``: the name of the adapter to create. A directory holding a
+            saved adapter (``adapter_config.json``) is loaded as adapter ``name or "default"``.
+        lora_config: A ``peft.LoraConfig``: wrap ``model`` (or add to a ``PeftModel``) a new
+            adapter with this config.
+        device: Where to put the model. Default: ``"cpu"`` for a model loaded from a path; a
+            loaded model stays where it is.
+        dtype: Weights dtype for a model loaded from a path (``torch.dtype`` or name; default
+            float32 on CPU, the checkpoint's dtype elsewhere).
+        chat_template_kwargs: Extra variables for the chat template (e.g.
+            ``{"enable_thinking": False}``).
+        reference_model: For full fine-tuning: a frozen copy used by
+            ``sequence_logprobs(..., reference=True)``. LoRA policies use the base model.
+        seed: Seeds the policy's own generator, used when ``SamplingParams.seed`` is ``None``.
+
+    ``logprob_temperature`` (default 1.0) is the temperature :meth:`sequence_logprobs` scales
+    logits by; trainers set it to the sampling temperature so importance ratios are consistent.
+
+    Sampling log-probs are ``log_softmax(logits / temperature)`` of the raw logits that
+    ``generate`` returns (temperature 1 for greedy decoding): top-k / top-p truncation is not
+    reflected in them, exactly as in :meth:`sequence_logprobs`. ``generate`` keeps one
+    ``(batch, vocab)`` logits row per generated step until the call returns, so very large
+    vocabularies x long completions x big batches cost memory.
+    """
+
+    logprob_temperature: float = 1.0
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any = None,
+        *,
+        name: str | None = None,
+        trainable: bool = False,
+        adapter: str | None = None,
+        lora_config: Any = None,
+        device: str | None = None,
+        dtype: Any = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        reference_model: Any = None,
+        seed: int | None = None,
+    ) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model_path: str | None = None
+        if isinstance(model, (str, os.PathLike)):
+            model_path = str(model)
+            device = device or "cpu"
+            try:
+                model = AutoModelForCausalLM.from_pretrained(
+                    model_path, dtype=_resolve_dtype(dtype, device)
+                )
+            except OSError as exc:
+                raise ValueError(
+                    f"could not load a causal LM from {model_path!r}: {exc}. Pass a local "
+                    "directory written by save_pretrained (or build_tiny_lm), or a Hub id "
+                    "when online."
+                ) from exc
+            model.to(device)
+        elif not isinstance(model, torch.nn.Module):
+            raise TypeError(
+                f"model must be a path, a Hub id or a loaded transformers/peft model, got "
+                f"{type(model).__name__}"
+            )
+        elif device is not None:
+            model.to(device)
+        if tokenizer is None:
+            tokenizer = model_path or getattr(model, "name_or_path", None)
+            if not tokenizer:
+                raise ValueError(
+                    "cannot find a tokenizer for this model object: pass tokenizer=..."
+                )
+        if isinstance(tokenizer, (str, os.PathLike)):
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+        if getattr(tokenizer, "chat_template", None) is None:
+            raise ValueError(
+                "the tokenizer has no chat template; set tokenizer.chat_template (a Jinja "
+                "template) or use an instruct/chat model"
+            )
+        self.tokenizer = tokenizer
+
+        self.adapter: str | None = None
+        model = self._setup_adapter(model, adapter, lora_config, name, trainable)
+        self.model = model
+        self.name = name or self.adapter or model_path or type(self._base).__name__
+        self.trainable = bool(trainable)
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self._rng = random.Random(seed)
+        self._state = _state_for(model)
+
+        if self.adapter is not None:
+            state = self._state
+            state.trainable[self.adapter] = (
+                state.trainable.get(self.adapter, False) or self.trainable
+            )
+            params = dict(model.named_parameters())
+            self._state.adapter_params[self.adapter] = [
+                params[n] for n in _adapter_param_names(model, self.adapter)
+            ]
+            if not self._state.adapter_params[self.adapter]:
+                raise ValueError(f"adapter {self.adapter!r} has no parameters in this model")
+            self._apply_requires_grad()
+        else:
+            self._state.trainable[None] = self._state.trainable.get(None, False) or self.trainable
+            model.requires_grad_(self._state.trainable[None])
+        if reference_model is not None:
+            if self.adapter is not None:
+                raise ValueError(
+                    "reference_model is for full fine-tuning; a LoRA policy's reference is its "
+                    "base model with adapters disabled"
+                )
+            reference_model.requires_grad_(False)
+            reference_model.eval()
+        self.reference_model = reference_model
+        model.eval()
+
+        self.pad_id = self._find_pad_id()
+        self.end_ids = self._find_end_ids()
+        forward = inspect.signature(self._base.forward).parameters
+        self._has_logits_to_keep = "logits_to_keep" in forward
+
+    # ------------------------------------------------------------------ construction helpers
+
+    def _setup_adapter(
+        self, model: Any, adapter: str | None, lora_config: Any, name: str | None, trainable: bool
+    ) -> Any:
+        """Attach / select the LoRA adapter this policy uses; return the (maybe wrapped) model."""
+        try:
+            from peft import PeftModel, get_peft_model
+        except ImportError:  # peft is a dependency, but keep plain models usable without it
+            if adapter is not None or lora_config is not None:
+                raise
+            return model
+
+        is_peft = isinstance(model, PeftModel)
+        if adapter is not None and Path(adapter, "adapter_config.json").is_file():
+            adapter_name = name or "default"
+            if is_peft:
+                model.load_adapter(adapter, adapter_name=adapter_name, is_trainable=trainable)
+            else:
+                model = PeftModel.from_pretrained(
+                    model, adapter, adapter_name=adapter_name, is_trainable=trainable
+                )
+            self.adapter = adapter_name
+        elif lora_config is not None:
+            adapter_name = adapter or "default"
+            if is_peft:
+                if adapter_name in model.peft_config:
+                    raise ValueError(
+                        f"the model already has an adapter named {adapter_name!r}; pass "
+                        "adapter=NAME without lora_config to use it"
+                    )
+                model.add_adapter(adapter_name, lora_config)
+            else:
+                model = get_peft_model(model, lora_config, adapter_name=adapter_name)
+            self.adapter = adapter_name
+        elif is_peft:
+            adapter_name = adapter or model.active_adapter
+            if adapter_name not in model.peft_config:
+                raise ValueError(
+                    f"adapter {adapter_name!r} not found; the model has {sorted(model.peft_config)}"
+                )
+            self.adapter = adapter_name
+        elif adapter is not None:
+            raise ValueError(
+                f"adapter={adapter!r} but the model has no adapters: pass lora_config to create "
+                "it, or a directory holding a saved adapter"
+            )
+        return model
+
+    @property
+    def _base(self) -> Any:
+        """The underlying ``PreTrainedModel`` (inside the peft wrapper, if any)."""
+        return self.model.get_base_model() if self.adapter is not None else self.model
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def _find_pad_id(self) -> int:
+        for cand in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id):
+            if cand is not None:
+                return int(cand)
+        gen_eos = getattr(self._base.generation_config, "eos_token_id", None)
+        if isinstance(gen_eos, list) and gen_eos:
+            return int(gen_eos[0])
+        if gen_eos is not None:
+            return int(gen_eos)
+        raise ValueError(
+            "the tokenizer has neither a pad nor an eos token; set tokenizer.pad_token"
+        )
+
+    def _find_end_ids(self) -> tuple[int, ...]:
+        ids: list[int] = []
+        gen_eos = getattr(self._base.generation_config, "eos_token_id", None)
+        if isinstance(gen_eos, int):
+            ids.append(gen_eos)
+        elif gen_eos:
+            ids.extend(int(i) for i in gen_eos)
+        if self.tokenizer.eos_token_id is not None:
+            ids.append(int(self.tokenizer.eos_token_id))
+        added = self.tokenizer.get_added_vocab()
+        ids.extend(added[t] for t in _END_OF_TURN_TOKENS if t in added)
+        if not ids:
+            raise ValueError("no end-of-sequence token found (tokenizer.eos_token is unset)")
+        return tuple(dict.fromkeys(ids))
+
+    # ------------------------------------------------------------------ adapters and modes
+
+    def _apply_requires_grad(self) -> None:
+        for adapter, params in self._state.adapter_params.items():
+            flag = self._state.trainable.get(adapter, False)
+            for p in params:
+                p.requires_grad_(flag)
+
+    def _activate(self) -> None:
+        """Make this policy's adapter the active one (caller holds the lock)."""
+        if self.adapter is None or self.model.active_adapter == self.adapter:
+            return
+        self.model.set_adapter(self.adapter)
+        # set_adapter freezes every other adapter; restore each policy's own setting.
+        self._apply_requires_grad()
+
+    def train(self) -> HFPolicy:
+        """Put the model in training mode (dropout on). Returns ``self``."""
+        self.model.train()
+        return self
+
+    def eval(self) -> HFPolicy:
+        """Put the model in evaluation mode (the default). Returns ``self``."""
+        self.model.eval()
+        return self
+
+    def parameters(self) -> list[Any]:
+        """The trainable parameters: this adapter's LoRA weights, or the whole model's."""
+        if not self.trainable:
+            raise RuntimeError(
+                f"policy {self.name!r} is frozen (trainable=False): it has no parameters to "
+                "optimise. Build it with trainable=True to train it."
+            )
+        if self.adapter is not None:
+            return list(self._state.adapter_params[self.adapter])
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    # ------------------------------------------------------------------ prompts
+
+    def _render(self, messages: Sequence[Any], add_generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template(
+            list(messages),
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            **self.chat_template_kwargs,
+        )
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def prompt_ids(
+        self, conversation: Conversation, context: TokenContext | None = None
+    ) -> tuple[list[int], bool]:
+        """Token ids of the prompt for ``conversation``; second item: whether it extends ``context``.
+
+        With a context, the prompt is ``context.token_ids`` followed by the tokens of what the
+        chat template adds after the first ``context.num_messages`` messages (the closing of the
+        previous assistant turn, the new messages, the generation prompt). If the template does
+        not render the conversation as an extension of that prefix, the whole conversation is
+        re-rendered and the context is ignored.
+        """
+        full = self._render(conversation, add_generation_prompt=True)
+        if context is not None and 0 < context.num_messages <= len(conversation):
+            bridge = self._bridge(conversation, context, full)
+            if bridge is not None:
+                return list(context.token_ids) + self._encode(bridge), True
+        return self._encode(full), False
+
+    def _bridge(self, conversation: Conversation, context: TokenContext, full: str) -> str | None:
+        prev = self._render(conversation[: context.num_messages], add_generation_prompt=False)
+        if not full.startswith(prev):
+            return None
+        ids = list(context.token_ids)
+        ctx_text = self._decode_raw(ids)
+        if prev.startswith(ctx_text):
+            return full[len(ctx_text) :]
+        # The turn may have ended on an end token the template does not render (e.g.
+        # <|endoftext|> where ChatML closes with <|im_end|>): keep the generated token and
+        # close the turn the way the template does.
+        if ids and ids[-1] in self.end_ids:
+            head = self._decode_raw(ids[:-1])
+            if prev.startswith(head):
+                return full[len(head) :]
+        return None
+
+    def _decode_raw(self, ids: Sequence[int]) -> str:
+        # Exact text of the ids, special tokens included and no space clean-up, to compare
+        # with what the chat template renders.
+        return self.tokenizer.decode(
+            list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False
+        )
+
+    # ------------------------------------------------------------------ generation
+
+    def generate(
+        self,
+        conversations: Sequence[Conversation],
+        sampling: SamplingParams,
+        contexts: Sequence[TokenContext | None] | None = None,
+    ) -> list[Completion]:
+        """Sample one completion per conversation with a single batched ``generate`` call."""
+        if isinstance(conversations, dict) or (
+            conversations and isinstance(conversations[0], dict)
+        ):
+            raise TypeError("generate takes a list of conversations (a list of message lists)")
+        if contexts is not None and len(contexts) != len(conversations):
+            raise ValueError(f"got {len(contexts)} contexts for {len(conversations)} conversations")
+        if not conversations:
+            return []
+        prompts: list[list[int]] = []
+        extended: list[bool] = []
+        for i, conv in enumerate(conversations):
+            ids, ext = self.prompt_ids(conv, contexts[i] if contexts is not None else None)
+            prompts.append(ids)
+            extended.append(ext)
+        gen_ids, logprobs = self._generate_ids(prompts, sampling)
+        out = []
+        for i, (ids, lps) in enumerate(zip(gen_ids, logprobs)):
+            completion = self._finish(ids, lps, sampling)
+            completion.prompt_ids = prompts[i]
+            if contexts is not None and contexts[i] is not None:
+                completion.metadata["context_extended"] = extended[i]
+            out.append(completion)
+        return out
+
+    def _generate_ids(
+        self, prompts: list[list[int]], sampling: SamplingParams
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """One left-padded ``generate`` call; raw generated ids (incl. padding) and log-probs."""
+        import torch
+        from transformers import GenerationConfig
+
+        device = self.device
+        batch, width = len(prompts), max(len(p) for p in prompts)
+        if width == 0:
+            raise ValueError("empty prompt: the chat template rendered no tokens")
+        input_ids = torch.full((batch, width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((batch, width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            if p:
+                input_ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+                attention[i, width - len(p) :] = 1
+        input_ids, attention = input_ids.to(device), attention.to(device)
+
+        greedy = sampling.temperature == 0
+        config = GenerationConfig(
+            max_new_tokens=sampling.max_new_tokens,
+            do_sample=not greedy,
+            temperature=1.0 if greedy else sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+            num_beams=1,
+            repetition_penalty=1.0,
+            eos_token_id=list(self.end_ids),
+            pad_token_id=self.pad_id,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
+        kwargs: dict[str, Any] = {}
+        if sampling.stop:
+            config.stop_strings = list(sampling.stop)
+            kwargs["tokenizer"] = self.tokenizer  # StopStringCriteria needs it
+        seed = sampling.seed if sampling.seed is not None else self._rng.randrange(2**63)
+        devices = [device.index or 0] if device.type == "cuda" else []
+        base = self._base
+        with self._state.lock:
+            self._activate()
+            was_training = self.model.training
+            # generate() fills unset fields from the model's own generation_config (a Hub
+            # checkpoint may set repetition_penalty, top_k, min_p...). Those would make the
+            # sampling distribution differ from the log-probs we report, so hide it.
+            saved_config = base.generation_config
+            base.generation_config = GenerationConfig(
+                eos_token_id=list(self.end_ids), pad_token_id=self.pad_id
+            )
+            try:
+                self.model.eval()
+                with torch.random.fork_rng(devices=devices), torch.no_grad():
+                    torch.manual_seed(seed)
+                    out = self.model.generate(
+                        input_ids=input_ids,
+                        attention_mask=attention,
+                        generation_config=config,
+                        **kwargs,
+                    )
+            finally:
+                base.generation_config = saved_config
+                if was_training:
+                    self.model.train()
+        sequences = out.sequences[:, width:]
+        temp = 1.0 if greedy else sampling.temperature
+        # Gather per step so that only one (batch, vocab) slice is upcast at a time.
+        steps = [
+            torch.log_softmax(step.float() / temp, dim=-1)
+            .gather(-1, sequences[:, t : t + 1])
+            .squeeze(-1)
+            for t, step in enumerate(out.logits)
+        ]
+        lps = torch.stack(steps, dim=1) if steps else sequences.new_zeros((batch, 0)).float()
+        return sequences.tolist(), lps.tolist()
+
+    def _finish(self, ids: list[int], lps: list[float], sampling: SamplingParams) -> Completion:
+        """Cut raw generated ids at the end token / stop string and decode them."""
+        finish = "length"
+        for j, tok in enumerate(ids):
+            if tok in self.end_ids:
+                ids, lps, finish = ids[: j + 1], lps[: j + 1], "stop"
+                break
+        if finish == "length" and self.pad_id not in self.end_ids:
+            # generate() pads rows that a stop string finished early; drop that padding.
+            k = len(ids)
+            while k > 0 and ids[k - 1] == self.pad_id:
+                k -= 1
+            if k < len(ids):
+                ids, lps, finish = ids[:k], lps[:k], "stop"
+        metadata: dict[str, Any] = {}
+        if sampling.stop:
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            hits = [(text.find(s), s) for s in sampling.stop if s and s in text]
+            if hits:
+                pos, stop = min(hits)
+                keep = text[:pos]
+                # Keep the longest token prefix whose text lies within the part before the stop
+                # string, so decode(token_ids) == text holds exactly. Characters of a token that
+                # straddles the stop string are dropped with it.
+                k = len(ids)
+                while k > 0:
+                    prefix = self.tokenizer.decode(ids[:k], skip_special_tokens=True)
+                    if len(prefix) <= pos and keep.startswith(prefix):
+                        break
+                    k -= 1
+                ids, lps, finish = ids[:k], lps[:k], "stop"
+                metadata["stop"] = stop
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        return Completion(
+            text=text, token_ids=ids, logprobs=lps, finish_reason=finish, metadata=metadata
+        )
+
+    # ------------------------------------------------------------------ training
+
+    def sequence_logprobs(
+        self,
+        prompt_ids: Sequence[Sequence[int]],
+        completion_ids: Sequence[Sequence[int]],
+        *,
+        reference: bool = False,
+    ) -> list[torch.Tensor]:
+        """Per-token log-probs of each completion given its prompt, in one batched forward pass.
+
+        Prompts are left-padded and completions right-padded so that every completion starts at
+        the same column and only the completion positions go through the LM head (a
+        ``(batch, completion_len, vocab)`` logits tensor, not ``(batch, total_len, vocab)``).
+        Logits are divided by ``logprob_temperature`` (a value <= 0 means greedy sampling and
+        is treated as 1). With ``reference=True`` the reference model is used under
+        ``torch.no_grad``: the base model with adapters disabled for LoRA policies, else the
+        ``reference_model`` given at construction.
+        """
+        import torch
+
+        if len(prompt_ids) != len(completion_ids):
+            raise ValueError(f"got {len(prompt_ids)} prompts for {len(completion_ids)} completions")
+        if not prompt_ids:
+            return []
+        if any(len(p) == 0 for p in prompt_ids):
+            raise ValueError("every prompt needs at least one token")
+        if reference and self.adapter is None and self.reference_model is None:
+            raise ValueError(
+                f"policy {self.name!r} is fully fine-tuned and has no reference model: pass "
+                "reference_model=<a frozen copy> to HFPolicy, or train a LoRA adapter (its "
+                "reference is the base model with adapters disabled)"
+            )
+        batch = len(prompt_ids)
+        p_width = max(len(p) for p in prompt_ids)
+        c_width = max(len(c) for c in completion_ids)
+        device = self.device
+        if c_width == 0:
+            return [torch.zeros(0, device=device) for _ in range(batch)]
+        ids = torch.full((batch, p_width + c_width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, (p, c) in enumerate(zip(prompt_ids, completion_ids)):
+            ids[i, p_width - len(p) : p_width] = torch.tensor(list(p), dtype=torch.long)
+            mask[i, p_width - len(p) : p_width] = 1
+            if len(c):
+                ids[i, p_width : p_width + len(c)] = torch.tensor(list(c), dtype=torch.long)
+                mask[i, p_width : p_width + len(c)] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        # Positions count real tokens only, exactly as generate() numbers a left-padded prompt.
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        kwargs: dict[str, Any] = {"attention_mask": mask, "position_ids": positions}
+        if self._has_logits_to_keep:
+            kwargs["logits_to_keep"] = c_width + 1
+        kwargs["use_cache"] = False
+
+        with self._state.lock:
+            if reference:
+                ctx: Any
+                if self.adapter is not None:
+                    model, ctx = self.model, self.model.disable_adapter()
+                else:
+                    model, ctx = self.reference_model, contextlib.nullcontext()
+                with ctx, torch.no_grad():
+                    logits = model(input_ids=ids, **kwargs).logits
+            else:
+                self._activate()
+                # Respect the caller's grad mode; a frozen policy never builds a graph.
+                grad = contextlib.nullcontext() if self.trainable else torch.no_grad()
+                with grad:
+                    logits = self.model(input_ids=ids, **kwargs).logits
+        # Column p_width - 1 + t predicts completion token t.
+        logits = (
+            logits[:, -(c_width + 1) : -1]
+            if self._has_logits_to_keep
+            else logits[:, p_width - 1 : p_width - 1 + c_width]
+        )
+        temp = self.logprob_temperature if self.logprob_temperature > 0 else 1.0
+        logits = logits.float() / temp
+        targets = ids[:, p_width:].unsqueeze(-1)
+        token_lp = logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+        return [token_lp[i, : len(c)] for i, c in enumerate(completion_ids)]
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the adapter (peft format) or the full model + tokenizer under ``path``, atomically."""
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        try:
+            with self._state.lock:
+                if self.adapter is not None:
+                    from peft import get_peft_model_state_dict
+                    from safetensors.torch import save_file
+
+                    self.model.peft_config[self.adapter].save_pretrained(str(tmp))
+                    state = get_peft_model_state_dict(self.model, adapter_name=self.adapter)
+                    save_file(
+                        {k: v.detach().cpu().contiguous() for k, v in state.items()},
+                        str(tmp / _ADAPTER_FILE),
+                    )
+                else:
+                    self.model.save_pretrained(str(tmp))
+                    self.tokenizer.save_pretrained(str(tmp))
+            if out.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+                os.replace(out, old / "d")
+                shutil.rmtree(old, ignore_errors=True)
+            os.replace(tmp, out)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Load weights written by :meth:`save` into this policy's adapter or model."""
+        from safetensors.torch import load_file
+
+        src = Path(path)
+        if not src.is_dir():
+            raise FileNotFoundError(f"no checkpoint directory at {src}")
+        with self._state.lock:
+            if self.adapter is not None:
+                from peft import set_peft_model_state_dict
+
+                file = src / _ADAPTER_FILE
+                if not file.is_file():
+                    raise FileNotFoundError(
+                        f"{file} not found: this policy is a LoRA adapter and expects a "
+                        "directory written by HFPolicy.save (or peft's save_pretrained)"
+                    )
+                result = set_peft_model_state_dict(
+                    self.model, load_file(str(file)), adapter_name=self.adapter
+                )
+                unexpected = [k for k in result.unexpected_keys if f".{self.adapter}." in k]
+                if unexpected:
+                    raise ValueError(f"{file} has weights this adapter lacks: {unexpected[:5]}")
+                self._apply_requires_grad()
+                return
+            files = sorted(src.glob("*.safetensors"))
+            if not files:
+                raise FileNotFoundError(f"no *.safetensors weights in {src}")
+            state: dict[str, Any] = {}
+            for f in files:
+                state.update(load_file(str(f)))
+            result = self.model.load_state_dict(state, strict=False)
+            # Tied weights (lm_head = embeddings) are saved once; a missing key is fine iff it
+            # shares storage with a loaded one.
+            own = self.model.state_dict()
+            loaded_ptrs = {own[k].data_ptr() for k in state if k in own}
+            missing = [k for k in result.missing_keys if own[k].data_ptr() not in loaded_ptrs]
+            if missing or result.unexpected_keys:
+                raise ValueError(
+                    f"checkpoint {src} does not match this model: missing {missing[:5]}, "
+                    f"unexpected {list(result.unexpected_keys)[:5]}"
+                )
+
+    # ------------------------------------------------------------------ shared base
+
+    @classmethod
+    def shared_lora(
+        cls,
+        base_model: Any,
+        adapters: Sequence[str],
+        lora_config: Any = None,
+        *,
+        tokenizer: Any = None,
+        trainable: bool | Mapping[str, bool] = True,
+        device: str | None = None,
+        dtype: Any = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        seed: int | None = None,
+    ) -> dict[str, HFPolicy]:
+        """One policy per adapter name, all over ONE base model (a single ``PeftModel``).
+
+        ``lora_config`` is a ``peft.LoraConfig`` (or a mapping adapter -> config); default:
+        rank 8, alpha 16, all linear layers. ``trainable`` may be a mapping adapter -> bool.
+        """
+        if not adapters or len(set(adapters)) != len(adapters):
+            raise ValueError(f"adapters must be distinct names, got {list(adapters)}")
+        if lora_config is None:
+            from peft import LoraConfig
+
+            lora_config = LoraConfig(
+                r=8,
+                lora_alpha=16,
+                lora_dropout=0.0,
+                target_modules="all-linear",
+                task_type="CAUSAL_LM",
+            )
+        policies: dict[str, HFPolicy] = {}
+        model, tok = base_model, tokenizer
+        for i, adapter in enumerate(adapters):
+            cfg = lora_config[adapter] if isinstance(lora_config, Mapping) else lora_config
+            flag = trainable.get(adapter, True) if isinstance(trainable, Mapping) else trainable
+            policy = cls(
+                model,
+                tok,
+                name=adapter,
+                trainable=bool(flag),
+                adapter=adapter,
+                lora_config=cfg,
+                device=device,
+                dtype=dtype,
+                chat_template_kwargs=chat_template_kwargs,
+                seed=None if seed is None else seed + i,
+            )
+            model, tok = policy.model, policy.tokenizer
+            policies[adapter] = policy
+        return policies
+
+    def __repr__(self) -> str:
+        kind = f"adapter={self.adapter!r}" if self.adapter else "full"
+        return f"HFPolicy({self.name!r}, {kind}, trainable={self.trainable})"
