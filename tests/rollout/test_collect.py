@@ -57,6 +57,7 @@ def test_shared_policy_is_one_call_per_step():
 
 def test_task_count_sampling_is_seeded():
     pol = {"left": ScriptedPolicy(lambda c: "1"), "right": ScriptedPolicy(lambda c: "1")}
+
     def ids(seed):
         eps = collect("coordination-v0", pol, tasks=3, seed=seed, progress=False)
         return [e.task_id for e in eps]
