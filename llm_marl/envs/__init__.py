@@ -31,6 +31,7 @@ register(
 # Env families register their ids on import; their modules are imported only by make().
 from llm_marl.envs import coding as _coding  # noqa: E402, F401
 from llm_marl.envs import math as _math  # noqa: E402, F401
+from llm_marl.envs.math import math_eval  # noqa: E402  (lazy: imports nothing heavy)
 
 __all__ = [
     "EnvSpec",
@@ -42,6 +43,7 @@ __all__ = [
     "VectorEnv",
     "make",
     "make_vec",
+    "math_eval",
     "pprint_registry",
     "register",
     "registry",

@@ -148,6 +148,17 @@ class LLMParallelEnv(ParallelEnv):
             raise KeyError(f"unknown agents {sorted(unknown)}; agents are {self.possible_agents}")
         self._active = agents
 
+    def restart_conversation(self, agent: str) -> None:
+        """Give ``agent`` a fresh, empty conversation: its next prompt is a new chat.
+
+        For protocols that re-prompt an agent from scratch (e.g. AgentPO's revision request).
+        The rollout notices that the history no longer extends the agent's token stream and
+        renders the next prompt afresh (a new trajectory segment).
+        """
+        if agent not in self._conversations:
+            raise KeyError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
+        self._conversations[agent] = []
+
     def conversation(self, agent: str) -> list[Message]:
         """The live conversation of ``agent`` (do not mutate; use :meth:`say`)."""
         return self._conversations[agent]

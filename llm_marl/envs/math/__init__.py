@@ -1,0 +1,46 @@
+"""Math collaboration envs (AgentPO): a collaborator helps a frozen actor solve math problems.
+
+* ``math_hint-v0`` — the ``hint`` agent writes a hint, then the ``actor`` solves.
+* ``math_critic-v0`` — the ``actor`` drafts, the ``critic`` critiques, the ``actor`` revises.
+* ``math_single-v0`` — the ``actor`` alone (the baseline).
+
+Joint binary reward: 1 if the actor's final ``\\boxed{}`` answer is equivalent to the reference.
+Datasets by name (``dataset="aime24"``; see :mod:`llm_marl.envs.math.datasets`), default: a
+bundled offline sample. ``math_eval`` (:mod:`llm_marl.envs.math.evaluate`) reports pass@1 per
+benchmark for any team of policies.
+
+This module only registers the ids: entry points are strings, so nothing heavy is imported
+until ``make``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llm_marl.envs.registration import register
+
+register(
+    "math_hint-v0",
+    "llm_marl.envs.math.hint:MathHintEnv",
+    description="math (AgentPO): a hint agent writes a hint, then the actor solves the problem",
+)
+register(
+    "math_critic-v0",
+    "llm_marl.envs.math.critic:MathCriticEnv",
+    description="math (AgentPO): the actor drafts, a critic critiques, the actor revises",
+)
+register(
+    "math_single-v0",
+    "llm_marl.envs.math.single:MathSingleEnv",
+    description="math: the actor solves the problem alone (the AgentPO baseline)",
+)
+
+
+def math_eval(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Pass@1 per benchmark for a team of policies; see :func:`llm_marl.envs.math.evaluate.math_eval`."""
+    from llm_marl.envs.math.evaluate import math_eval as _math_eval
+
+    return _math_eval(*args, **kwargs)
+
+
+__all__ = ["math_eval"]

@@ -1,0 +1,125 @@
+"""math_critic-v0 — an actor drafts, a critic critiques, the actor revises (AgentPO, feedback).
+
+Paper
+    AgentPO (ICLR 2026) freezes a strong actor and trains a small collaborator with GRPO on a
+    binary correctness reward. In the feedback topology the collaborator reads the actor's
+    solution and writes a critique (errors, gaps; no rewrite), and the actor revises. AgentPO's
+    code reads offline drafts; here the actor writes its draft live in the episode.
+Roles
+    ``actor`` (usually frozen) and ``critic`` (the collaborator, usually trained), in three
+    sequential phases: actor drafts, critic critiques, actor revises.
+    ``MathCriticEnv.collaborator == "critic"``.
+Observation
+    Phase 1 (``actor``): ``actor_system`` + ``actor_user``, as in ``math_single-v0``. Defaults:
+    system "Please reason step by step, and put your final answer within \\boxed{}.", user
+    "<problem> Let's think step by step and output the final answer within \\boxed{}."
+    Phase 2 (``critic``): ``critic_system`` + ``critic_user`` with the problem and the draft.
+    Defaults (AgentPO's): system "Given a question and its current solution, analyze the
+    solution and provide concise, specific feedback identifying any errors, logical gaps, or
+    missing justifications. Do not rewrite the solution, only highlight issues.", user
+    "Question: <problem>\\n\\nCurrent Solution: <draft>".
+    Phase 3 (``actor``): a *new* chat, as in AgentPO: ``revise_system`` + ``revise_user`` with
+    problem, draft and critique. Defaults: system "You have an opportunity to improve your
+    solution. Please review Current Solution and Comment carefully. Correct errors and fill
+    justification gaps if any.", user "Problem: <problem>\\n\\nCurrent Solution:
+    <draft>\\n\\nComment: <critique> Let's think step by step and output the final answer
+    within \\boxed{}."
+Action
+    Any text. The final answer is the last ``\\boxed{...}`` of the actor's *revision* (see
+    :func:`llm_marl.envs.math.grading.extract_answer`).
+Reward (joint, both agents, after phase 3; earlier phases give 0)
+    ``correct`` in {0, 1} for the revised answer. Optional shaping ``format_weight = w`` gives
+    ``(1 - w) * correct + w * format`` (off by default). Components: ``correct``, ``format``,
+    and ``draft_correct`` (the draft's correctness: not part of the reward, it tells whether
+    the critique fixed a wrong draft or broke a right one). Final infos of the actor:
+    ``answer``, ``reference``, ``correct``, ``malformed``, ``draft_answer``.
+    ``require_boxed=True`` scores an answer without ``\\boxed{}`` 0 (default: the grader's
+    fallbacks apply); ``grading_timeout`` bounds the symbolic check (see
+    :mod:`llm_marl.envs.math.env`).
+Datasets
+    ``dataset=`` ``math500``, ``aime24``, ``amc23``, ``minerva_math``, ``olympiadbench``,
+    ``gsm8k``, ``math_level3to5`` (training), a local file or a Hugging Face id; default: the
+    bundled offline sample of 30 problems. ``split=``, ``limit=`` (first N). See
+    :mod:`llm_marl.envs.math.datasets`. Or ``tasks=[{"task_id", "problem", "answer"}, ...]``.
+Prompts
+    ``prompts={...}`` with any of ``actor_system``, ``actor_user`` (``{problem}``),
+    ``critic_system``, ``critic_user`` (``{problem}``, ``{draft}``), ``revise_system``,
+    ``revise_user`` (``{problem}``, ``{draft}``, ``{critique}``) overrides
+    :data:`llm_marl.envs.math.prompts.CRITIC_PROMPTS`. An empty system prompt sends none.
+
+Training: ``examples/train_agentpo.py --topology critic`` (critic trainable, actor frozen).
+Evaluation: :func:`llm_marl.envs.math.evaluate.math_eval` with ``critic_policy=``.
+
+>>> import llm_marl
+>>> env = llm_marl.make("math_critic-v0")
+>>> obs, infos = env.reset(seed=0, options={"task_id": "sample/1"})
+>>> obs, _, _, _, infos = env.step({"actor": "3x = 4, so $x = \\\\boxed{4/3}$."})
+>>> [a for a in env.agents if infos[a]["active"]]
+['critic']
+>>> obs, _, _, _, infos = env.step({"critic": "3x - 7 = 11 gives 3x = 18, not 4."})
+>>> obs["actor"][0]["content"][:35]
+'You have an opportunity to improve '
+>>> _, rewards, _, _, infos = env.step({"actor": "3x = 18, so $x = \\\\boxed{6}$."})
+>>> rewards["critic"], infos["critic"]["reward_components"]["draft_correct"]
+(1.0, 0.0)
+"""
+
+from __future__ import annotations
+
+from llm_marl.envs.base import Transition
+from llm_marl.envs.math.env import MathEnv
+from llm_marl.envs.math.prompts import CRITIC_PROMPTS
+
+
+class MathCriticEnv(MathEnv):
+    """Actor draft, critic critique, actor revision (see the module docstring)."""
+
+    metadata = {
+        "name": "math_critic-v0",
+        "render_modes": ["ansi", "human"],
+        "is_parallelizable": True,
+    }
+    possible_agents = ["actor", "critic"]
+    collaborator = "critic"
+    default_prompts = CRITIC_PROMPTS
+    prompt_fields = {
+        "actor_system": frozenset(),
+        "actor_user": frozenset({"problem"}),
+        "critic_system": frozenset(),
+        "critic_user": frozenset({"problem", "draft"}),
+        "revise_system": frozenset(),
+        "revise_user": frozenset({"problem", "draft", "critique"}),
+    }
+    num_steps = 3
+
+    def _begin(self, problem: str) -> None:
+        self._draft: str | None = None
+        self._draft_grade = None
+        self._ask("actor", "actor", problem=problem)
+        self.set_active(["actor"])
+
+    def _transition(self, actions: dict[str, str]) -> Transition:
+        problem = self.task["problem"]
+        if "critic" in actions:
+            self.restart_conversation("actor")
+            self._ask(
+                "actor",
+                "revise",
+                problem=problem,
+                draft=self._draft or "",
+                critique=actions["critic"].strip(),
+            )
+            self.set_active(["actor"])
+            return Transition()
+        if self._draft is None:
+            self._draft = actions["actor"].strip()
+            # Graded now so the final step reports whether the critique changed the outcome.
+            self._draft_grade = self._grade(actions["actor"])
+            self._ask("critic", "critic", problem=problem, draft=self._draft)
+            self.set_active(["critic"])
+            return Transition()
+        transition = self._grade_final(
+            actions["actor"], extra={"draft_correct": float(self._counts(self._draft_grade))}
+        )
+        transition.infos[self.actor]["draft_answer"] = self._draft_grade.answer
+        return transition
