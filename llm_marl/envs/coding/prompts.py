@@ -1,0 +1,139 @@
+"""What each coding agent is told: first prompts and multi-turn feedback.
+
+The semantics follow the MAGRPO code setting: the helper writes ``aux`` for the problem, the main
+agent writes the entry point and may call ``aux`` but does not see it and must not redefine it;
+neither sees the other's code. Feedback (multi-turn) reports on the *joint* program — syntax,
+the feedback tests and runtime errors — but never shows the partner's code or a scoring test.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+AUX_NAME = "aux"
+MAX_ERROR_CHARS = 300
+"""Error messages in feedback are cut to this length (a traceback can be huge)."""
+
+
+def helper_prompt(problem: str, entry_point: str) -> str:
+    return (
+        f"You are the helper in a team of two Python programmers. Your partner will write the "
+        f"function `{entry_point}` for the problem below and can call one helper function "
+        f"that you write, named `{AUX_NAME}`. Your partner cannot see your code.\n\n"
+        f"Problem:\n{problem.rstrip()}\n\n"
+        "Instructions:\n"
+        f"- Write only the function `{AUX_NAME}(...)` (choose its parameters) and the imports "
+        "it needs.\n"
+        f"- `{AUX_NAME}` must return a value that helps to solve the problem.\n"
+        f"- Do not write `{entry_point}`, tests, example calls or explanations.\n"
+        "- Reply with Python code only."
+    )
+
+
+def main_prompt(problem: str, entry_point: str, signature: str | None) -> str:
+    header = signature or f"def {entry_point}(...):"
+    return (
+        f"You are the main programmer in a team of two Python programmers. Your partner is "
+        f"writing a helper function `{AUX_NAME}(...)` for the problem below; you cannot see it, "
+        f"but you may call it.\n\n"
+        f"Problem:\n{problem.rstrip()}\n\n"
+        "Instructions:\n"
+        f"- Write the function `{header}` and the imports it needs.\n"
+        f"- You may call `{AUX_NAME}(...)` and use its return value. Do not define "
+        f"`{AUX_NAME}` yourself: your definition would be ignored.\n"
+        "- Do not write tests, example calls or explanations.\n"
+        "- Reply with Python code only."
+    )
+
+
+def coder_prompt(problem: str, entry_point: str, signature: str | None) -> str:
+    header = signature or f"def {entry_point}(...):"
+    return (
+        f"Solve the following problem in Python.\n\nProblem:\n{problem.rstrip()}\n\n"
+        "Instructions:\n"
+        f"- Write the function `{header}`, with any helper functions and imports it needs.\n"
+        "- Do not write tests, example calls or explanations.\n"
+        "- Reply with Python code only."
+    )
+
+
+@dataclass
+class FeedbackReport:
+    """Facts about one turn's joint program, as some agent may be told them."""
+
+    entry_point: str
+    turn: int
+    max_turns: int
+    own_role: str
+    """``helper``, ``main`` or ``coder``."""
+    own_defined: bool
+    own_syntax_error: str | None = None
+    partner_defined: bool | None = None
+    """``None`` in the single-agent env."""
+    partner_syntax_error: bool = False
+    redefinition_ignored: str | None = None
+    """Name of a function this agent defined that was left out of the program."""
+    program_error: str | None = None
+    """A program-level failure, as a sentence: loading raised, or a limit stopped the run."""
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    """``(test source, error)`` for each failing feedback test."""
+    passed: int = 0
+    total: int = 0
+    aux_called: bool | None = None
+    """For ``main``: whether it calls ``aux``."""
+
+
+def feedback_message(report: FeedbackReport) -> str:
+    """The feedback an agent reads before revising its code."""
+    r = report
+    own = {"helper": f"`{AUX_NAME}`", "main": f"`{r.entry_point}`", "coder": f"`{r.entry_point}`"}[
+        r.own_role
+    ]
+    lines = [f"Feedback on the team's program after turn {r.turn} of {r.max_turns}:"]
+    if r.own_role == "coder":
+        lines[0] = f"Feedback on your program after turn {r.turn} of {r.max_turns}:"
+    lines.append(
+        f"- Your function {own}: "
+        + (
+            "defined."
+            if r.own_defined
+            else "MISSING (not defined, does not parse, or returns no value)."
+        )
+    )
+    if r.redefinition_ignored:
+        lines.append(
+            f"- Your definition of `{r.redefinition_ignored}` was ignored: that function is "
+            "your partner's job."
+        )
+    if r.partner_defined is not None:
+        partner = f"`{AUX_NAME}`" if r.own_role == "main" else f"`{r.entry_point}`"
+        status = "defined" if r.partner_defined else "MISSING"
+        if r.partner_syntax_error:
+            status += ", but it has a syntax error"
+        lines.append(f"- Your partner's function {partner}: {status}.")
+    if r.own_syntax_error:
+        lines.append(f"- Your code has a syntax error: {_clip(r.own_syntax_error)}")
+    if r.program_error:
+        lines.append(f"- {_clip(r.program_error)}")
+    if r.aux_called is False and r.own_role == "main":
+        lines.append(f"- `{r.entry_point}` does not call `{AUX_NAME}`.")
+    if r.total:
+        lines.append(f"- Feedback tests passed: {r.passed}/{r.total}.")
+        for source, error in r.failures:
+            lines.append(f"  FAILED: {_readable_test(source, r.entry_point)}")
+            lines.append(f"    -> {_clip(error)}")
+    elif not r.own_syntax_error and not r.program_error:
+        lines.append("- No feedback tests were run for this problem.")
+    lines.append(f"Revise your {own} and reply with the complete code only.")
+    return "\n".join(lines)
+
+
+def _readable_test(source: str, entry_point: str) -> str:
+    text = re.sub(r"\bcandidate\b", entry_point, source)
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
+
+
+def _clip(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."

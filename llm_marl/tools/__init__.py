@@ -1,0 +1,1 @@
+"""Tools agents and environments use: code sandboxes, search engines, page browsing, tool calls."""

@@ -1,0 +1,253 @@
+"""Sandbox protocol and result types shared by every backend."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from llm_marl.tools.sandbox.suite import TestSuite
+
+
+class SandboxError(RuntimeError):
+    """Base class of the errors raised by the sandbox package."""
+
+
+class SandboxUnavailableError(SandboxError):
+    """The requested backend cannot run here (no engine, no image, no interpreter...).
+
+    The message always says what to do about it.
+    """
+
+
+class InfrastructureError(SandboxError):
+    """Raised when a score is read from a result whose status is ``INFRA_ERROR``.
+
+    An infrastructure failure says nothing about the program, so it has no score: callers must
+    check :attr:`TestReport.status` (or catch this) and drop or retry the sample.
+    """
+
+
+class Status(str, enum.Enum):
+    """Outcome of one sandboxed run.
+
+    ``INFRA_ERROR`` means the sandbox itself failed (engine down, worker crashed twice, image
+    missing...).  It is *returned*, never raised, by the run methods so that one broken job does
+    not lose a whole batch; it is never a verdict on the program, and reading a score from such a
+    result raises :class:`InfrastructureError`.
+    """
+
+    OK = "ok"  # exit code 0 / every test passed
+    FAILED = "failed"  # non-zero exit, exception, failed assertion, syntax error
+    TIMEOUT = "timeout"  # wall-clock or CPU limit hit
+    MEMORY = "memory"  # memory limit hit (MemoryError or killed by the memory cgroup)
+    OUTPUT_LIMIT = "output_limit"  # stdout or stderr exceeded the output limit; the run was killed
+    INFRA_ERROR = "infra_error"  # the sandbox broke; not the program's fault
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one job.
+
+    Args:
+        timeout: wall-clock seconds for the whole job (program load plus every test).  The CPU
+            rlimit is set to ``ceil(timeout) + 1`` seconds as a second line of defence.
+        memory_mb: address-space limit (``RLIMIT_AS``) of every process of the job, in MiB.
+        output_bytes: bytes kept per stream (stdout, stderr); a job that writes more is killed
+            and gets ``Status.OUTPUT_LIMIT`` (what it wrote up to the limit is kept).
+        nproc: process/thread limit (``RLIMIT_NPROC`` under ProcessSandbox; Docker uses the
+            container's pids limit instead).
+        file_size_mb: largest file the job may write (``RLIMIT_FSIZE``), in MiB.
+        open_files: descriptor limit (``RLIMIT_NOFILE``).
+    """
+
+    timeout: float = 10.0
+    memory_mb: int = 1024
+    output_bytes: int = 1 << 20
+    nproc: int = 64
+    file_size_mb: int = 16
+    open_files: int = 64
+
+    def __post_init__(self) -> None:
+        if not self.timeout > 0:
+            raise ValueError(f"Limits.timeout must be > 0 seconds, got {self.timeout!r}")
+        if self.memory_mb < 64:
+            raise ValueError(
+                f"Limits.memory_mb must be >= 64 (a Python process needs that much address "
+                f"space to start), got {self.memory_mb!r}"
+            )
+        for name in ("output_bytes", "nproc", "file_size_mb"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"Limits.{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.open_files < 16:
+            raise ValueError(f"Limits.open_files must be >= 16, got {self.open_files!r}")
+
+    def to_wire(self) -> dict[str, float | int]:
+        return {
+            "timeout": float(self.timeout),
+            "memory_mb": int(self.memory_mb),
+            "output_bytes": int(self.output_bytes),
+            "nproc": int(self.nproc),
+            "file_size_mb": int(self.file_size_mb),
+            "open_files": int(self.open_files),
+        }
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """Result of :meth:`Sandbox.run`.
+
+    ``exit_code`` follows :mod:`subprocess`: the exit status, or ``-N`` when the program was
+    killed by signal ``N`` on its own (a kill by the sandbox after a limit shows in ``status``
+    and leaves ``exit_code`` as ``None``).  ``error`` explains a non-OK status in one line.
+    """
+
+    status: Status
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    duration: float
+    error: str | None = None
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when the program ran to completion with exit code 0."""
+        return self.status is Status.OK
+
+
+@dataclass(frozen=True)
+class TestCaseResult:
+    """One scored test: an assert (or a statement holding asserts) and its outcome."""
+
+    index: int
+    source: str
+    passed: bool
+    error: str | None = None
+
+    __test__ = False  # not a pytest test class
+
+
+@dataclass(frozen=True)
+class TestReport:
+    """Result of :meth:`Sandbox.run_tests`.
+
+    ``tests`` has one entry per scored test, in order.  ``status`` is ``OK`` only when every
+    test passed; a limit hit (``TIMEOUT``, ``MEMORY``, ``OUTPUT_LIMIT``) takes precedence over
+    ``FAILED`` and keeps the per-test results gathered before it.  ``error`` carries the
+    program-level problem (syntax error traceback, "entry point not defined", limit message...).
+    """
+
+    status: Status
+    tests: tuple[TestCaseResult, ...]
+    stdout: str = ""
+    stderr: str = ""
+    duration: float = 0.0
+    error: str | None = None
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+
+    __test__ = False  # not a pytest test class
+
+    @property
+    def total(self) -> int:
+        """Number of scored tests."""
+        return len(self.tests)
+
+    @property
+    def passed(self) -> int:
+        """Number of tests that passed (raises on an infrastructure error)."""
+        self._require_verdict()
+        return sum(1 for t in self.tests if t.passed)
+
+    @property
+    def fraction(self) -> float:
+        """Fraction of tests passed in [0, 1] (raises on an infrastructure error)."""
+        self._require_verdict()
+        return self.passed / self.total if self.total else 0.0
+
+    @property
+    def all_passed(self) -> bool:
+        """True when every test passed (raises on an infrastructure error)."""
+        self._require_verdict()
+        return self.status is Status.OK
+
+    def _require_verdict(self) -> None:
+        if self.status is Status.INFRA_ERROR:
+            raise InfrastructureError(
+                f"no score: the sandbox failed ({self.error}); drop or retry this sample"
+            )
+
+
+@dataclass(frozen=True)
+class RunJob:
+    """One program for :meth:`Sandbox.run_batch`."""
+
+    program: str
+    stdin: str = ""
+    limits: Limits | None = None
+
+
+@dataclass(frozen=True)
+class TestJob:
+    """One program and its tests for :meth:`Sandbox.run_tests_batch`.
+
+    ``tests`` is a :class:`~llm_marl.tools.sandbox.suite.TestSuite`, a list of assert
+    statements, or a HumanEval-style ``def check(candidate)`` source (then ``entry_point`` is
+    required).
+    """
+
+    program: str
+    tests: TestSuite | Sequence[str] | str
+    entry_point: str | None = None
+    limits: Limits | None = None
+
+    __test__ = False  # not a pytest test class
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """Runs untrusted Python programs and scores tests, never in the caller's process.
+
+    Every method is thread-safe.  Backends keep a pool of warm workers; the batch methods run
+    jobs concurrently on all of them and return results in input order.
+    """
+
+    def run(
+        self, program: str, *, stdin: str = "", limits: Limits | None = None
+    ) -> ExecutionResult:
+        """Run ``program`` as a script (``__name__ == "__main__"``) with ``stdin`` as input."""
+        ...
+
+    def run_tests(
+        self,
+        program: str,
+        tests: TestSuite | Sequence[str] | str,
+        *,
+        entry_point: str | None = None,
+        limits: Limits | None = None,
+    ) -> TestReport:
+        """Load ``program`` (as module ``solution``) and score every test separately."""
+        ...
+
+    def run_batch(self, jobs: Sequence[RunJob]) -> list[ExecutionResult]:
+        """:meth:`run` for many programs at once, concurrently; results in input order."""
+        ...
+
+    def run_tests_batch(self, jobs: Sequence[TestJob]) -> list[TestReport]:
+        """:meth:`run_tests` for many jobs at once, concurrently; results in input order."""
+        ...
+
+    def close(self) -> None:
+        """Stop every worker.  Idempotent; also runs at interpreter exit."""
+        ...
+
+    def __enter__(self) -> Sandbox: ...
+
+    def __exit__(self, *exc: object) -> None: ...
