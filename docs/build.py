@@ -45,10 +45,14 @@ def main() -> int:
                 stale.append(path.name)
         else:
             path.write_text(text)
-    index = "# Environments\n\n" + "\n".join(
-        f"- [`{i}`]({i.replace('/', '__')}.md) — {llm_marl.spec(i).description}"
-        for i in sorted(llm_marl.registry)
-    ) + "\n"
+    index = (
+        "# Environments\n\n"
+        + "\n".join(
+            f"- [`{i}`]({i.replace('/', '__')}.md) — {llm_marl.spec(i).description}"
+            for i in sorted(llm_marl.registry)
+        )
+        + "\n"
+    )
     if args.check:
         if stale:
             print(f"stale pages (run python docs/build.py): {stale}")
