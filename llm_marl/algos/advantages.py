@@ -1,0 +1,164 @@
+"""Advantages: group-relative baselines (GRPO, RLOO) and multi-turn discounted returns.
+
+Everything here is plain arithmetic on rewards; nothing touches a model. The GRPO group is the
+``G`` episodes that :func:`llm_marl.rollout.collect` plays on one task (same ``task_index``):
+
+* ``baseline="mean"`` — ``A_i = R_i - mean(R)`` (GRPO, MAGRPO),
+* ``baseline="rloo"`` — ``A_i = R_i - mean(R_{j != i})`` (leave-one-out: unbiased),
+* ``baseline="none"`` — ``A_i = R_i`` (plain REINFORCE),
+
+optionally divided by the group's standard deviation (``scale="std"``, GRPO's normalisation; the
+unbiased estimator, as in TRL and verl) so that every task weighs the same whatever its reward
+spread. A group whose rewards are all equal carries no signal: its advantages are exactly zero.
+
+Multi-turn episodes credit each turn with its discounted return-to-go
+(:meth:`~llm_marl.rollout.Episode.returns`), and the baseline of turn ``t`` is taken over the
+group's returns at turn ``t`` (:func:`turn_advantages`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from llm_marl.rollout.types import Episode
+
+Baseline = Literal["mean", "rloo", "none"]
+Scale = Literal["std", "none"]
+
+BASELINES = ("mean", "rloo", "none")
+SCALES = ("std", "none")
+
+
+def check_baseline(baseline: str, scale: str) -> None:
+    """Raise a clear error for an unknown ``baseline`` / ``scale`` name."""
+    if baseline not in BASELINES:
+        raise ValueError(f"unknown baseline {baseline!r}; choose one of {BASELINES}")
+    if scale not in SCALES:
+        raise ValueError(f"unknown advantage scale {scale!r}; choose one of {SCALES}")
+
+
+def group_advantages(
+    rewards: Sequence[float],
+    baseline: Baseline = "mean",
+    scale: Scale = "none",
+    eps: float = 1e-6,
+) -> list[float]:
+    """Group-relative advantages of one group's rewards (see the module docstring).
+
+    >>> group_advantages([1.0, 0.0, 0.0, 1.0])
+    [0.5, -0.5, -0.5, 0.5]
+    >>> [round(a, 3) for a in group_advantages([1.0, 0.0, 0.0], baseline="rloo")]
+    [1.0, -0.5, -0.5]
+    """
+    check_baseline(baseline, scale)
+    r = [float(x) for x in rewards]
+    n = len(r)
+    if n == 0:
+        return []
+    if any(math.isnan(x) for x in r):
+        raise ValueError(f"rewards contain NaN: {r}")
+    total = sum(r)
+    if baseline == "mean":
+        adv = [x - total / n for x in r]
+    elif baseline == "rloo":
+        # One sample has no "others": it carries no baseline information, hence no signal.
+        adv = [0.0] * n if n == 1 else [x - (total - x) / (n - 1) for x in r]
+    else:
+        adv = list(r)
+    if scale == "std":
+        if n < 2:
+            return [0.0] * n
+        mean = total / n
+        std = math.sqrt(sum((x - mean) ** 2 for x in r) / (n - 1))
+        adv = [a / (std + eps) for a in adv]
+    # Exact zeros for constant groups (float noise would otherwise leak a tiny gradient).
+    if baseline != "none" and all(x == r[0] for x in r):
+        adv = [0.0] * n
+    return adv
+
+
+def discounted_returns(rewards: Sequence[float], gamma: float = 1.0) -> list[float]:
+    """Return-to-go of each step: ``G_t = sum_{k>=t} gamma^(k-t) r_k``.
+
+    >>> discounted_returns([0.0, 0.0, 1.0], gamma=0.5)
+    [0.25, 0.5, 1.0]
+    """
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    out = [0.0] * len(rewards)
+    running = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        running = float(rewards[t]) + gamma * running
+        out[t] = running
+    return out
+
+
+RewardFn = Callable[[Episode], list[float]]
+"""Maps an episode to the per-step rewards to learn from (default: ``episode.step_rewards``)."""
+
+
+def step_rewards(episode: Episode) -> list[float]:
+    """The joint reward of each env step (the default :data:`RewardFn`)."""
+    return list(episode.step_rewards)
+
+
+def component_reward(name: str) -> RewardFn:
+    """A :data:`RewardFn` that learns from one reward component, credited at the last step.
+
+    E.g. ``component_reward("success")`` turns a shaped reward into the binary correctness
+    signal of AgentPO. Raises if an episode does not report the component.
+    """
+
+    def fn(episode: Episode) -> list[float]:
+        if name not in episode.reward_components:
+            raise KeyError(
+                f"episode {episode.task_id!r} has no reward component {name!r}; it reports "
+                f"{sorted(episode.reward_components)}"
+            )
+        steps = max(len(episode.step_rewards), 1)
+        return [0.0] * (steps - 1) + [float(episode.reward_components[name])]
+
+    return fn
+
+
+def turn_returns(
+    episode: Episode, agent: str, gamma: float = 1.0, reward_fn: RewardFn = step_rewards
+) -> list[float]:
+    """Discounted return from each of ``agent``'s turns (rewards from ``reward_fn``).
+
+    The return of a turn taken at env step ``s`` sums the rewards of steps ``s, s+1, ...``, so a
+    reward that arrives after a later agent acts (hint -> actor) is credited to the earlier turn.
+    """
+    to_go = discounted_returns(reward_fn(episode), gamma)
+    out = []
+    for turn in episode.trajectories[agent].turns:
+        out.append(to_go[turn.step] if turn.step < len(to_go) else 0.0)
+    return out
+
+
+def turn_advantages(
+    group: Sequence[Episode],
+    agent: str,
+    gamma: float = 1.0,
+    baseline: Baseline = "mean",
+    scale: Scale = "none",
+    reward_fn: RewardFn = step_rewards,
+) -> list[list[float]]:
+    """Advantages of every turn of ``agent`` in every episode of one group.
+
+    Returns ``adv[e][k]`` for turn ``k`` of episode ``e``. The baseline of turn index ``k`` is
+    computed over the episodes of the group that have a ``k``-th turn (in a single-turn env that
+    is the plain GRPO group baseline). With the joint reward this is MAGRPO's centralised
+    baseline: every agent sees the same team return.
+    """
+    returns = [turn_returns(ep, agent, gamma, reward_fn) for ep in group]
+    out: list[list[float]] = [[0.0] * len(r) for r in returns]
+    depth = max((len(r) for r in returns), default=0)
+    for k in range(depth):
+        members = [e for e, r in enumerate(returns) if len(r) > k]
+        adv = group_advantages([returns[e][k] for e in members], baseline, scale)
+        for e, a in zip(members, adv):
+            out[e][k] = a
+    return out

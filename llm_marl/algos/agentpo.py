@@ -1,0 +1,153 @@
+"""AgentPO-GRPO — train one collaborator agent beside frozen agents.
+
+Sun, Liu, Zhang, Wu, Lu, Wu. "AgentPO: Enhancing Multi-Agent Collaboration via Reinforcement
+Learning." ICLR 2026. Reference code: github.com/sunlin-ai/agentpo (verl / DAPO recipe).
+
+A fixed multi-agent topology holds one **trainable collaborator** and one or more **frozen**
+agents (the actor: a local model, an ``OpenAIPolicy`` or a function):
+
+* feedforward ("hint" / "assistant"): the collaborator writes a hint, the frozen actor answers
+  (``math_hint-v0``);
+* feedback ("critic"): the frozen actor answers, the collaborator critiques, the actor revises
+  (``math_critic-v0``).
+
+The topology is the environment; this class only needs to know which agent learns. The reward is
+the actor's binary correctness. The collaborator is trained with GRPO as in the paper's released
+config (``scripts/train.sh``): group-normalised advantages ``(R - mean) / std`` over the ``G``
+episodes of a task, token-mean loss aggregation, clip-higher (``clip_low=0.2``,
+``clip_high=0.28``), no KL term, AdamW with weight decay 0.1, 10 warmup steps, grad-norm 1.0.
+
+Usage::
+
+    policies = {"hint": HFPolicy(model, trainable=True), "actor": frozen_actor}
+    Trainer(AgentPO(), policies, TrainerConfig(env="math_hint-v0", group_size=16)).train()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from llm_marl.algos.advantages import (
+    Baseline,
+    Scale,
+    check_baseline,
+    component_reward,
+    step_rewards,
+    turn_advantages,
+)
+from llm_marl.algos.base import Algorithm, trainable_policies
+from llm_marl.algos.losses import (
+    PGConfig,
+    Sample,
+    make_optimizer,
+    policy_gradient_update,
+    trajectory_samples,
+)
+from llm_marl.algos.magrpo import load_optimizers
+from llm_marl.policies.base import Policy, SamplingParams
+from llm_marl.rollout.types import Episode, group_episodes
+
+
+@dataclass
+class AgentPOConfig(PGConfig):
+    """AgentPO-GRPO hyperparameters; defaults are the paper's released config.
+
+    Inherits the optimizer / loss fields of :class:`~llm_marl.algos.losses.PGConfig`.
+    """
+
+    lr: float = 1e-6
+    """AdamW learning rate (released config: 1e-6 for a 3B collaborator)."""
+    weight_decay: float = 0.1
+    """AdamW weight decay (released config)."""
+    warmup_steps: int = 10
+    """Linear warmup steps (released config)."""
+    clip_low: float = 0.2
+    """Lower clip range (``1 - 0.2``)."""
+    clip_high: float | None = 0.28
+    """Upper clip range (``1 + 0.28``): DAPO's clip-higher keeps exploration alive."""
+    kl_coef: float = 0.0
+    """No KL penalty (released config: ``use_kl_loss=False``)."""
+    aggregation: str = "token-mean"  # type: ignore[assignment]
+    """Every generated token weighs the same (``loss_agg_mode="token-mean"``)."""
+    baseline: Baseline = "mean"
+    """GRPO's group-mean baseline."""
+    scale: Scale = "std"
+    """GRPO divides by the group's reward std."""
+    reward_component: str | None = None
+    """Learn from this binary reward component (e.g. ``"success"`` on the toy envs,
+    ``"correct"`` on the math envs) instead of the joint reward; ``None``: the joint reward
+    (already binary on the math envs)."""
+    collaborator: str | None = None
+    """The agent to train; ``None``: the only trainable agent."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_baseline(self.baseline, self.scale)
+
+
+class AgentPO(Algorithm):
+    """GRPO on one trainable collaborator; every other agent stays frozen."""
+
+    name: ClassVar[str] = "agentpo"
+    min_group_size: ClassVar[int] = 2
+
+    def __init__(self, config: AgentPOConfig | None = None) -> None:
+        self.config = config or AgentPOConfig()
+        self.optimizers: dict[str, Any] = {}
+        self.schedulers: dict[str, Any] = {}
+        self.collaborator = ""
+        self.updates = 0
+
+    def setup(self, policies: Mapping[str, Policy], sampling: Mapping[str, SamplingParams]) -> None:
+        super().setup(policies, sampling)
+        groups = trainable_policies(self.policies)
+        if len(groups) != 1 or len(next(iter(groups.values()))[1]) != 1:
+            raise ValueError(
+                "AgentPO trains exactly one collaborator beside frozen agents, but the trainable "
+                f"agents are {sorted(self.trainable) or 'none'}. Build the other policies with "
+                "trainable=False (or fold them into the env with FrozenAgents); to train several "
+                "agents use MAGRPO."
+            )
+        ((key, (policy, _)),) = groups.items()
+        if self.config.collaborator not in (None, key):
+            raise ValueError(
+                f"AgentPOConfig.collaborator={self.config.collaborator!r} but the trainable agent "
+                f"is {key!r}"
+            )
+        self.collaborator = key
+        self.optimizers[key], self.schedulers[key] = make_optimizer(
+            policy.parameters(), self.config
+        )
+
+    def update(self, episodes: list[Episode]) -> dict[str, float]:
+        cfg, agent = self.config, self.collaborator
+        reward_fn = component_reward(cfg.reward_component) if cfg.reward_component else step_rewards
+        # GRPO: normalised advantages within each task's group, credited to the collaborator's
+        # tokens (gamma = 1: the actor's final correctness is the collaborator's return).
+        samples: list[Sample] = []
+        for group in group_episodes(episodes):
+            advs = turn_advantages(group, agent, 1.0, cfg.baseline, cfg.scale, reward_fn)
+            for episode, adv in zip(group, advs):
+                samples += trajectory_samples(episode.trajectories[agent], adv)
+        metrics = policy_gradient_update(
+            self.policies[agent],
+            self.optimizers[agent],
+            samples,
+            cfg,
+            scheduler=self.schedulers[agent],
+            update_index=self.updates,
+        )
+        self.updates += 1
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "updates": self.updates,
+            "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()},
+            "schedulers": {k: s.state_dict() for k, s in self.schedulers.items()},
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        load_optimizers(self, state)
