@@ -90,7 +90,7 @@ def test_close_removes_the_containers(docker_ready):
     assert sandbox.run("print(1)").ok
     sandbox.close()
     sandbox.close()  # idempotent
-    remaining = {c.id for c in client.containers.list(all=True)}
+    remaining = {c.id for c in client.containers.list(all=True, sparse=True)}
     assert not remaining & set(ids)
 
 
@@ -109,7 +109,7 @@ def test_containers_are_removed_at_interpreter_exit(docker_ready):
     )
     assert out.returncode == 0, out.stderr
     cid = out.stdout.strip().splitlines()[-1]
-    assert cid not in {c.id for c in _client().containers.list(all=True)}
+    assert cid not in {c.id for c in _client().containers.list(all=True, sparse=True)}
 
 
 @pytest.mark.docker
@@ -158,7 +158,7 @@ def test_containers_go_away_when_the_host_is_killed(docker_ready):
     client = _client()
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        left = {c.id for c in client.containers.list(all=True)} & set(ids)
+        left = {c.id for c in client.containers.list(all=True, sparse=True)} & set(ids)
         if not left:
             break
         time.sleep(0.2)
