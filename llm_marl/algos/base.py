@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 
 from llm_marl.policies.base import Policy, SamplingParams
 from llm_marl.rollout import collect
+from llm_marl.rollout.collect import check_policies
 from llm_marl.rollout.types import Episode
 
 _EVAL_SEED_OFFSET = 999_983
@@ -214,7 +215,7 @@ class Trainer:
             raise ValueError("env_kwargs only apply when env is a registered id")
         probe = self._make_env()
         agents = list(probe.possible_agents)
-        self.policies = _check_policies(policies, agents)
+        self.policies = check_policies(policies, agents)
         self.tasks = [dict(t) for t in (tasks if tasks is not None else _env_tasks(probe))]
         self.eval_tasks = [dict(t) for t in eval_tasks] if eval_tasks is not None else self.tasks
         if not self.tasks:
@@ -547,24 +548,6 @@ def _config_dict(cfg: TrainerConfig, algorithm: Algorithm) -> dict[str, Any]:
     if dataclasses.is_dataclass(algo_cfg):
         out["algorithm_config"] = dataclasses.asdict(algo_cfg)
     return out
-
-
-def _check_policies(policies: Mapping[str, Policy], agents: list[str]) -> dict[str, Policy]:
-    if not isinstance(policies, Mapping):
-        raise TypeError(f"policies must be a dict {{agent: Policy}}, got {type(policies).__name__}")
-    missing = [a for a in agents if a not in policies]
-    unknown = [a for a in policies if a not in agents]
-    if missing or unknown:
-        parts = []
-        if missing:
-            parts.append(f"no policy for agents {missing}")
-        if unknown:
-            parts.append(f"policies given for unknown agents {unknown}")
-        raise ValueError(
-            f"{'; '.join(parts)}. The env's agents are {agents} (agents folded into the env by "
-            "FrozenAgents need no policy here)."
-        )
-    return dict(policies)
 
 
 def _per_agent(sampling: Any, agents: list[str], what: str) -> dict[str, SamplingParams]:

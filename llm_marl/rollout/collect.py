@@ -132,7 +132,7 @@ class _Collector:
         self.seed = seed
         self.on_generate = on_generate
         agents = list(vec.envs[0].possible_agents)
-        self.policies = _check_policies(policies, agents)
+        self.policies = check_policies(policies, agents)
         self.sampling = _per_agent_sampling(sampling, agents)
         # A stable per-policy number (order of first appearance) to derive sampling seeds from.
         self.policy_index: dict[int, int] = {}
@@ -318,7 +318,8 @@ class _Identity:
         return isinstance(other, _Identity) and other.obj is self.obj
 
 
-def _check_policies(policies: Mapping[str, Policy], agents: list[str]) -> dict[str, Policy]:
+def check_policies(policies: Mapping[str, Policy], agents: list[str]) -> dict[str, Policy]:
+    """Validate a ``{agent: Policy}`` map against the env's agents (exactly one per agent)."""
     if not isinstance(policies, Mapping):
         raise TypeError(f"policies must be a dict {{agent: Policy}}, got {type(policies).__name__}")
     missing = [a for a in agents if a not in policies]
@@ -329,7 +330,10 @@ def _check_policies(policies: Mapping[str, Policy], agents: list[str]) -> dict[s
             parts.append(f"no policy for agents {missing}")
         if unknown:
             parts.append(f"policies given for unknown agents {unknown}")
-        raise ValueError(f"{'; '.join(parts)}. The env's agents are {agents}.")
+        raise ValueError(
+            f"{'; '.join(parts)}. The env's agents are {agents} (agents folded into the env by "
+            "FrozenAgents need no policy)."
+        )
     for agent, policy in policies.items():
         if not callable(getattr(policy, "generate", None)):
             raise TypeError(f"the policy for {agent!r} has no generate() method: {policy!r}")
