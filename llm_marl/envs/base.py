@@ -84,6 +84,15 @@ class LLMParallelEnv(ParallelEnv):
     max_steps_default: int = 64
     """Safety cap on env steps per episode; reaching it truncates the episode."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # A subclass states only what differs (usually just {"name": ...}); the rest of the
+        # PettingZoo metadata (render modes, parallelizable) is inherited, not copied.
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("metadata")
+        if own is not None:
+            parent = next(b.metadata for b in cls.__mro__[1:] if hasattr(b, "metadata"))
+            cls.metadata = {**parent, **own}
+
     def __init__(
         self,
         tasks: Iterable[Task] | None = None,

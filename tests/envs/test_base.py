@@ -138,3 +138,11 @@ def test_spaces():
     assert not chat.contains([{"role": "user"}])
     a, b = Text(seed=3), Text(seed=3)
     assert [a.sample() for _ in range(5)] == [b.sample() for _ in range(5)]
+
+
+def test_subclass_metadata_inherits_what_it_does_not_state():
+    class Named(FlakyEnv):
+        metadata = {"name": "named-v0"}
+
+    assert Named.metadata == {**FlakyEnv.metadata, "name": "named-v0"}
+    assert llm_marl.make("coordination-v0").metadata["render_modes"] == ["ansi", "human"]

@@ -159,11 +159,7 @@ class CodeCollabEnv(LLMParallelEnv):
     :func:`llm_marl.envs.coding.sandboxes.close_shared_sandboxes` (they also stop at exit).
     """
 
-    metadata = {
-        "name": "coop_humaneval-v0",
-        "render_modes": ["ansi", "human"],
-        "is_parallelizable": True,
-    }
+    metadata = {"name": "coop_humaneval-v0"}
     possible_agents = ["helper", "main"]
     single_agent = False
 
@@ -412,11 +408,7 @@ class CodeCollabEnv(LLMParallelEnv):
 class CodeSingleEnv(CodeCollabEnv):
     """One ``coder`` writes the whole program: the paper's single-agent baseline."""
 
-    metadata = {
-        "name": "coop_humaneval_single-v0",
-        "render_modes": ["ansi", "human"],
-        "is_parallelizable": True,
-    }
+    metadata = {"name": "coop_humaneval_single-v0"}
     possible_agents = ["coder"]
     single_agent = True
 

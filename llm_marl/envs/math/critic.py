@@ -74,11 +74,7 @@ from llm_marl.envs.math.prompts import CRITIC_PROMPTS
 class MathCriticEnv(MathEnv):
     """Actor draft, critic critique, actor revision (see the module docstring)."""
 
-    metadata = {
-        "name": "math_critic-v0",
-        "render_modes": ["ansi", "human"],
-        "is_parallelizable": True,
-    }
+    metadata = {"name": "math_critic-v0"}
     possible_agents = ["actor", "critic"]
     collaborator = "critic"
     default_prompts = CRITIC_PROMPTS

@@ -62,11 +62,7 @@ from llm_marl.envs.math.prompts import HINT_PROMPTS
 class MathHintEnv(MathEnv):
     """Hint agent, then actor (see the module docstring)."""
 
-    metadata = {
-        "name": "math_hint-v0",
-        "render_modes": ["ansi", "human"],
-        "is_parallelizable": True,
-    }
+    metadata = {"name": "math_hint-v0"}
     possible_agents = ["hint", "actor"]
     collaborator = "hint"
     default_prompts = HINT_PROMPTS

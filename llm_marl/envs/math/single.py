@@ -50,11 +50,7 @@ from llm_marl.envs.math.prompts import SINGLE_PROMPTS
 class MathSingleEnv(MathEnv):
     """The actor alone (see the module docstring)."""
 
-    metadata = {
-        "name": "math_single-v0",
-        "render_modes": ["ansi", "human"],
-        "is_parallelizable": True,
-    }
+    metadata = {"name": "math_single-v0"}
     possible_agents = ["actor"]
     collaborator = None
     default_prompts = SINGLE_PROMPTS

@@ -36,11 +36,7 @@ from llm_marl.envs.toy.parsing import first_symbol
 
 
 class CoordinationEnv(LLMParallelEnv):
-    metadata = {
-        "name": "coordination-v0",
-        "render_modes": ["ansi", "human"],
-        "is_parallelizable": True,
-    }
+    metadata = {"name": "coordination-v0"}
     possible_agents = ["left", "right"]
 
     def __init__(

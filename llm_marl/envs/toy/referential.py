@@ -40,11 +40,7 @@ from llm_marl.envs.toy.parsing import first_symbol
 
 
 class ReferentialEnv(LLMParallelEnv):
-    metadata = {
-        "name": "referential-v0",
-        "render_modes": ["ansi", "human"],
-        "is_parallelizable": True,
-    }
+    metadata = {"name": "referential-v0"}
     possible_agents = ["speaker", "listener"]
 
     def __init__(
