@@ -208,7 +208,6 @@ class LLMParallelEnv(ParallelEnv):
         self._conversations = {a: [] for a in self.possible_agents}
         self._active = set()
         self._transcript = []
-        self._last_components: dict[str, float] = {}
         try:
             self._setup(self.task)
         except InfrastructureError as err:
@@ -262,7 +261,6 @@ class LLMParallelEnv(ParallelEnv):
                 transition = Transition()
         for agent, extra in transition.infos.items():
             extra_infos.setdefault(agent, {}).update(extra)
-        self._last_components = dict(transition.components)
 
         terminated = bool(transition.done) and error is None
         truncated = error is not None or (not terminated and self.turn >= self.max_steps)

@@ -185,7 +185,8 @@ class FrozenAgents(ParallelEnvWrapper):
             last = (obs, accumulated, terms, truncs, infos)
         if last is not None and self.env.agents:
             # The episode goes on: hold the reward until the visible agents' next step.
-            self._pending_reward += max(accumulated.values(), default=0.0)
+            # The joint reward is the same for every agent: carry that one number.
+            self._pending_reward += next(iter(accumulated.values()), 0.0)
             return last[0], dict.fromkeys(accumulated, 0.0), last[2], last[3], last[4]
         return last
 
