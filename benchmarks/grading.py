@@ -32,10 +32,10 @@ from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 
-from llm_marl.envs.math.grading import default_pool, grade, normalize_answer
-from llm_marl.envs.math.grading.normalize import canonical_form
-from llm_marl.envs.math.grading.numeric import exact
-from llm_marl.envs.math.grading.parse import parse_answer
+from llm_marl.tools.grading import default_pool, grade, normalize_answer
+from llm_marl.tools.grading.normalize import canonical_form
+from llm_marl.tools.grading.numeric import exact
+from llm_marl.tools.grading.parse import parse_answer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -163,7 +163,7 @@ def sympy_rewrite(ref: str) -> str | None:
     for non-integer expressions only; None when sympy's form is the same string."""
     import sympy
 
-    from llm_marl.envs.math.grading.symbolic import to_sympy
+    from llm_marl.tools.grading.symbolic import to_sympy
 
     node = parse_answer(canonical_form(ref))[0]
     if node[0] not in _EXPR_TAGS or exact(node) is not None:

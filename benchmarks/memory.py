@@ -50,9 +50,10 @@ def child(args: argparse.Namespace) -> dict:
     import transformers  # noqa: F401  (imported before the baseline: not part of the models)
     from transformers import AutoModelForCausalLM
 
-    from llm_marl.algos import MAGRPO, MAGRPOConfig, Trainer, TrainerConfig
+    from llm_marl.algos import MAGRPO, MAGRPOConfig
     from llm_marl.policies import HFPolicy
     from llm_marl.policies.base import SamplingParams
+    from llm_marl.train import Trainer, TrainerConfig
 
     torch.set_num_threads(args.threads)
     cuda = args.device == "cuda"

@@ -40,9 +40,10 @@ def listener_fn(conversation) -> str:
 def run_ours(args, model_path: str) -> dict:
     import torch
 
-    from llm_marl.algos import AgentPO, AgentPOConfig, Trainer, TrainerConfig
+    from llm_marl.algos import AgentPO, AgentPOConfig
     from llm_marl.policies import HFPolicy
     from llm_marl.policies.base import SamplingParams, ScriptedPolicy
+    from llm_marl.train import Trainer, TrainerConfig
 
     torch.manual_seed(args.seed)
     speaker = HFPolicy(

@@ -15,9 +15,10 @@ import argparse
 
 import torch
 
-from llm_marl.algos import Algorithm, Trainer, TrainerConfig
+from llm_marl.algos import Algorithm
 from llm_marl.policies.base import SamplingParams
 from llm_marl.rollout import group_episodes
+from llm_marl.train import Trainer, TrainerConfig
 
 
 # ------------------------------------------------------------------------ the algorithm (~40 lines)

@@ -362,9 +362,10 @@ def main(argv: list[str] | None = None):
         torch.set_num_threads(settings["threads"])
 
     import llm_marl
-    from llm_marl.algos import MAGRPO, MAGRPOConfig, Trainer, TrainerConfig
-    from llm_marl.algos.checkpoint import latest_checkpoint
+    from llm_marl.algos import MAGRPO, MAGRPOConfig
     from llm_marl.policies.base import SamplingParams
+    from llm_marl.train import Trainer, TrainerConfig
+    from llm_marl.train.checkpoint import latest_checkpoint
 
     env_kwargs = settings.get("env_kwargs") or {}
     agents = list(llm_marl.make(settings["env"], **env_kwargs).possible_agents)

@@ -1,8 +1,7 @@
 """Algorithms that train LLM teams from rollouts.
 
-* :class:`Algorithm` — the plug-in contract (``update(episodes) -> metrics``);
-  :class:`Trainer` / :class:`TrainerConfig` — the loop (collect, update, log, evaluate,
-  checkpoint, resume).
+* :class:`Algorithm` — the plug-in contract (``update(episodes) -> metrics``); the loop that
+  drives it is :class:`llm_marl.train.Trainer`.
 * :class:`MAGRPO` — every trainable agent, joint reward, centralised group baseline.
 * :class:`AgentPO` — GRPO on one trainable collaborator beside frozen agents.
 * :class:`MATPO` — one policy playing planner and workers (design; lands with web search).
@@ -16,7 +15,7 @@ from llm_marl.algos.advantages import (
     turn_advantages,
 )
 from llm_marl.algos.agentpo import AgentPO, AgentPOConfig
-from llm_marl.algos.base import Algorithm, Trainer, TrainerConfig, TrainResult, trainable_policies
+from llm_marl.algos.base import Algorithm, trainable_policies
 from llm_marl.algos.losses import (
     PGConfig,
     Sample,
@@ -40,9 +39,6 @@ __all__ = [
     "MATPOConfig",
     "PGConfig",
     "Sample",
-    "TrainResult",
-    "Trainer",
-    "TrainerConfig",
     "aggregate",
     "clipped_pg_loss",
     "component_reward",

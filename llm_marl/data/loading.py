@@ -8,11 +8,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from llm_marl.errors import DataError
+
 DATA_DIR_ENV = "LLM_MARL_DATA_DIR"
-
-
-class DataError(ValueError):
-    """Missing or malformed task data. The message says which file or id, and what to do."""
 
 
 def data_dir() -> Path | None:

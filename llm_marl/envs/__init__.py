@@ -4,7 +4,7 @@ Importing this package registers the built-in envs. Env modules are imported onl
 made (entry points are strings), so ``import llm_marl`` stays fast.
 """
 
-from llm_marl.envs.base import InfrastructureError, LLMParallelEnv, Transition
+from llm_marl.envs.base import LLMParallelEnv, Transition
 from llm_marl.envs.registration import (
     EnvSpec,
     make,
@@ -15,7 +15,8 @@ from llm_marl.envs.registration import (
     spec,
 )
 from llm_marl.envs.vector import VectorEnv
-from llm_marl.envs.wrappers import FrozenAgents, TurnLimit
+from llm_marl.envs.wrappers import ParallelEnvWrapper, TurnLimit
+from llm_marl.errors import InfrastructureError
 
 register(
     "coordination-v0",
@@ -31,19 +32,17 @@ register(
 # Env families register their ids on import; their modules are imported only by make().
 from llm_marl.envs import coding as _coding  # noqa: E402, F401
 from llm_marl.envs import math as _math  # noqa: E402, F401
-from llm_marl.envs.math import math_eval  # noqa: E402  (lazy: imports nothing heavy)
 
 __all__ = [
     "EnvSpec",
-    "FrozenAgents",
     "InfrastructureError",
     "LLMParallelEnv",
+    "ParallelEnvWrapper",
     "Transition",
     "TurnLimit",
     "VectorEnv",
     "make",
     "make_vec",
-    "math_eval",
     "pprint_registry",
     "register",
     "registry",

@@ -44,18 +44,11 @@ from typing import Any
 from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
+from llm_marl.errors import InfrastructureError
 from llm_marl.spaces import Chat, Text
 
 Task = dict[str, Any]
 Message = dict[str, Any]
-
-
-class InfrastructureError(RuntimeError):
-    """Something outside the agents' control failed (sandbox, search API, grader crash).
-
-    Raise it from ``_transition``/``_setup``: the episode is truncated with ``infos[agent]["error"]``
-    set, and algorithms drop or retry the episode instead of learning from it.
-    """
 
 
 @dataclass

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from llm_marl.errors import UnknownEnvError
+
 ENV_ID_RE = re.compile(
     r"^(?:(?P<namespace>[\w.-]+)/)?(?P<name>[\w.]+(?:-[\w.]+)*?)-v(?P<version>\d+)$"
 )
@@ -65,13 +67,6 @@ class EnvSpec:
     def make(self, **kwargs: Any) -> Any:
         """Build the env with ``self.kwargs`` updated by ``kwargs``."""
         return make(self, **kwargs)
-
-
-class UnknownEnvError(KeyError):
-    """An env id that is not registered. The message names the closest registered ids."""
-
-    def __str__(self) -> str:  # KeyError would print the message with quotes around it
-        return str(self.args[0])
 
 
 registry: dict[str, EnvSpec] = {}

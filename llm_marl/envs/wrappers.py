@@ -1,8 +1,10 @@
 """Wrappers over :class:`~llm_marl.envs.base.LLMParallelEnv`.
 
+* :class:`ParallelEnvWrapper` — forwards everything; subclasses override what they change.
 * :class:`TurnLimit` — truncate an episode after a number of steps.
-* :class:`FrozenAgents` — fold frozen policies into the dynamics, so the remaining agents see a
-  smaller environment (e.g. a trainable ``hint`` agent with the ``actor`` played by a fixed LLM).
+
+Wrappers that run policies (:class:`~llm_marl.rollout.FrozenAgents`) live in
+:mod:`llm_marl.rollout`: ``envs`` imports nothing of policies.
 """
 
 from __future__ import annotations
@@ -11,8 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from pettingzoo import ParallelEnv
-
-from llm_marl.policies.base import Policy, SamplingParams
 
 
 class ParallelEnvWrapper(ParallelEnv):
@@ -96,99 +96,3 @@ class TurnLimit(ParallelEnvWrapper):
         env.agents = []
         if hasattr(env, "_active"):
             env._active = set()
-
-
-class FrozenAgents(ParallelEnvWrapper):
-    """Play some agents with fixed policies inside the env's dynamics.
-
-    ``FrozenAgents(env, {"actor": policy})`` leaves only the other agents visible:
-    ``possible_agents`` shrinks, and whenever only frozen agents are active the wrapper asks their
-    policies and steps the inner env itself. Rewards earned during those inner steps are added to
-    what the visible agents receive on their next step (or at reset, to the first step).
-
-    The frozen completions of the current episode are in ``wrapper.frozen_turns`` as
-    ``(agent, text)`` pairs. For many envs at once, prefer :func:`llm_marl.rollout.collect`
-    with all policies: it batches frozen agents across envs too.
-    """
-
-    def __init__(
-        self,
-        env: ParallelEnv,
-        policies: Mapping[str, Policy],
-        sampling: SamplingParams | None = None,
-    ) -> None:
-        super().__init__(env)
-        unknown = [a for a in policies if a not in env.possible_agents]
-        if unknown:
-            raise ValueError(
-                f"FrozenAgents: unknown agents {unknown}; env agents are {env.possible_agents}"
-            )
-        visible = [a for a in env.possible_agents if a not in policies]
-        if not visible:
-            raise ValueError("FrozenAgents: every agent is frozen; leave at least one to act")
-        for agent, policy in policies.items():
-            if not hasattr(policy, "generate"):
-                raise TypeError(f"FrozenAgents: policy for {agent!r} has no generate() method")
-        self.frozen = dict(policies)
-        self.sampling = sampling or SamplingParams()
-        self._visible = visible
-        self._pending_reward = 0.0
-        self.frozen_turns: list[tuple[str, str]] = []
-
-    @property
-    def possible_agents(self) -> list[str]:  # type: ignore[override]
-        return list(self._visible)
-
-    @property
-    def agents(self) -> list[str]:  # type: ignore[override]
-        return [a for a in self.env.agents if a not in self.frozen]
-
-    def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None):
-        self._pending_reward = 0.0
-        self.frozen_turns = []
-        obs, infos = self.env.reset(seed=seed, options=options)
-        result = self._play_frozen(obs, infos)
-        if result is not None:  # the frozen agents ended the episode before anyone else acted
-            obs, _, _, _, infos = result
-        return self._visible_only(obs), self._visible_only(infos)
-
-    def step(self, actions: Mapping[str, str]):
-        frozen_keys = [a for a in actions if a in self.frozen]
-        if frozen_keys:
-            raise ValueError(f"agents {frozen_keys} are frozen; their actions come from policies")
-        obs, rewards, terms, truncs, infos = self.env.step(actions)
-        carried = self._pending_reward
-        self._pending_reward = 0.0
-        more = self._play_frozen(obs, infos)
-        if more is not None:
-            obs, more_rewards, terms, truncs, infos = more
-            rewards = {a: rewards.get(a, 0.0) + more_rewards.get(a, 0.0) for a in rewards}
-        rewards = {a: r + carried for a, r in rewards.items()}
-        return tuple(self._visible_only(d) for d in (obs, rewards, terms, truncs, infos))
-
-    def _play_frozen(self, obs, infos):
-        """Step the inner env while only frozen agents are active. Returns the last step or None."""
-        last = None
-        accumulated: dict[str, float] = {}
-        while self.env.agents:
-            active = [a for a in self.env.agents if infos[a]["active"]]
-            if not active or any(a not in self.frozen for a in active):
-                break
-            actions = {}
-            for agent in active:
-                completion = self.frozen[agent].generate([obs[agent]], self.sampling)[0]
-                actions[agent] = completion.text
-                self.frozen_turns.append((agent, completion.text))
-            obs, rewards, terms, truncs, infos = self.env.step(actions)
-            for a, r in rewards.items():
-                accumulated[a] = accumulated.get(a, 0.0) + r
-            last = (obs, accumulated, terms, truncs, infos)
-        if last is not None and self.env.agents:
-            # The episode goes on: hold the reward until the visible agents' next step.
-            # The joint reward is the same for every agent: carry that one number.
-            self._pending_reward += next(iter(accumulated.values()), 0.0)
-            return last[0], dict.fromkeys(accumulated, 0.0), last[2], last[3], last[4]
-        return last
-
-    def _visible_only(self, d: Mapping[str, Any]) -> dict[str, Any]:
-        return {a: v for a, v in d.items() if a not in self.frozen}

@@ -1,7 +1,7 @@
 """Train the one trainable agent of an llm_marl env with TRL's ``GRPOTrainer``.
 
 An env in which every agent but one is frozen — folded into the dynamics by
-:class:`~llm_marl.envs.wrappers.FrozenAgents` — is, from the remaining agent's side, a
+:class:`~llm_marl.rollout.FrozenAgents` — is, from the remaining agent's side, a
 single-agent prompt -> completion -> reward problem, which is exactly what TRL trains. This
 module turns such an env into the two things ``GRPOTrainer`` needs:
 
@@ -32,8 +32,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from llm_marl.envs.registration import make
-from llm_marl.envs.wrappers import FrozenAgents
 from llm_marl.policies.base import Policy, SamplingParams
+from llm_marl.rollout import FrozenAgents
 
 __all__ = ["EnvReward", "env_dataset", "grpo_trainer", "single_agent_env"]
 

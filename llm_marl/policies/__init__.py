@@ -25,6 +25,7 @@ from llm_marl.policies.base import (
     ScriptedPolicy,
     TokenContext,
     TrainablePolicy,
+    per_agent_sampling,
 )
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ __all__ = [
     "TokenContext",
     "TrainablePolicy",
     "build_tiny_lm",
+    "per_agent_sampling",
 ]
 
 

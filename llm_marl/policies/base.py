@@ -18,9 +18,11 @@ turn as a new segment.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from llm_marl.errors import PolicyError as PolicyError  # re-exported: policies raise it
 
 if TYPE_CHECKING:
     import torch
@@ -59,6 +61,49 @@ class SamplingParams:
             raise ValueError(f"top_k must be >= 0, got {self.top_k}")
 
 
+def per_agent_sampling(
+    sampling: SamplingParams | Mapping[str, SamplingParams] | None,
+    agents: Sequence[str],
+    *,
+    default: SamplingParams | Mapping[str, SamplingParams] | None = None,
+    what: str = "sampling",
+) -> dict[str, SamplingParams]:
+    """The one normaliser of "sampling for every agent, or per agent" arguments.
+
+    ``sampling`` is one :class:`SamplingParams` for every agent, a dict of them per agent, or
+    ``None``. Agents the dict leaves out (or every agent, for ``None``) take ``default`` (one
+    value or a per-agent dict); with no default a missing agent is an error, so that a typo in a
+    config never silently samples an agent with the wrong settings. A key that names no agent is
+    always an error.
+    """
+    agents = list(agents)
+
+    def fallback(agent: str) -> SamplingParams:
+        if isinstance(default, SamplingParams):
+            return default
+        if isinstance(default, Mapping) and agent in default:
+            return default[agent]
+        raise ValueError(f"{what} has no entry for agent {agent!r} (agents: {agents})")
+
+    if sampling is None:
+        if default is None:
+            return dict.fromkeys(agents, SamplingParams())
+        return {a: fallback(a) for a in agents}
+    if isinstance(sampling, SamplingParams):
+        return dict.fromkeys(agents, sampling)
+    if isinstance(sampling, Mapping):
+        unknown = [a for a in sampling if a not in agents]
+        if unknown:
+            raise ValueError(f"{what} given for unknown agents {unknown}; agents are {agents}")
+        bad = [a for a, s in sampling.items() if not isinstance(s, SamplingParams)]
+        if bad:
+            raise TypeError(f"{what} for agents {bad} must be SamplingParams")
+        return {a: sampling[a] if a in sampling else fallback(a) for a in agents}
+    raise TypeError(
+        f"{what} must be SamplingParams or a dict of them per agent, got {type(sampling).__name__}"
+    )
+
+
 @dataclass(frozen=True)
 class TokenContext:
     """The token stream an agent has produced so far (see the module docstring)."""
@@ -87,10 +132,6 @@ class Completion:
     """Backend-specific extras (latency, usage, raw response...)."""
 
 
-class PolicyError(RuntimeError):
-    """A policy backend failed (server unreachable, timeout...). Not the model's fault."""
-
-
 @runtime_checkable
 class Policy(Protocol):
     """Anything that turns a batch of conversations into completions."""
@@ -111,6 +152,11 @@ class Policy(Protocol):
 @runtime_checkable
 class TrainablePolicy(Policy, Protocol):
     """A policy whose parameters an algorithm can update."""
+
+    logprob_temperature: float
+    """Temperature :meth:`sequence_logprobs` divides the logits by. It must equal the sampling
+    temperature of the rollout, or the importance ratio ``pi / pi_old`` is off at step one; the
+    :class:`~llm_marl.train.Trainer` sets it from the run's sampling settings (greedy -> 1.0)."""
 
     def parameters(self) -> Any:
         """The trainable parameters (an iterator of ``torch.nn.Parameter``)."""

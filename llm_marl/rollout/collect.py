@@ -20,7 +20,14 @@ from tqdm.auto import tqdm
 
 from llm_marl.envs.registration import make
 from llm_marl.envs.vector import VectorEnv
-from llm_marl.policies.base import Completion, Policy, PolicyError, SamplingParams, TokenContext
+from llm_marl.policies.base import (
+    Completion,
+    Policy,
+    PolicyError,
+    SamplingParams,
+    TokenContext,
+    per_agent_sampling,
+)
 from llm_marl.rollout.types import Episode, Trajectory, Turn
 
 EnvSource = str | Callable[[], Any] | VectorEnv
@@ -133,7 +140,7 @@ class _Collector:
         self.on_generate = on_generate
         agents = list(vec.envs[0].possible_agents)
         self.policies = check_policies(policies, agents)
-        self.sampling = _per_agent_sampling(sampling, agents)
+        self.sampling = per_agent_sampling(sampling, agents, default=SamplingParams())
         # A stable per-policy number (order of first appearance) to derive sampling seeds from.
         self.policy_index: dict[int, int] = {}
         for a in agents:
@@ -338,18 +345,3 @@ def check_policies(policies: Mapping[str, Policy], agents: list[str]) -> dict[st
         if not callable(getattr(policy, "generate", None)):
             raise TypeError(f"the policy for {agent!r} has no generate() method: {policy!r}")
     return dict(policies)
-
-
-def _per_agent_sampling(sampling, agents) -> dict[str, SamplingParams]:
-    if sampling is None:
-        return dict.fromkeys(agents, SamplingParams())
-    if isinstance(sampling, SamplingParams):
-        return dict.fromkeys(agents, sampling)
-    if isinstance(sampling, Mapping):
-        unknown = [a for a in sampling if a not in agents]
-        if unknown:
-            raise ValueError(f"sampling given for unknown agents {unknown}; agents are {agents}")
-        return {a: sampling.get(a, SamplingParams()) for a in agents}
-    raise TypeError(
-        f"sampling must be SamplingParams or a dict of them, got {type(sampling).__name__}"
-    )

@@ -20,6 +20,7 @@ class BigramPolicy:
     """
 
     trainable = True
+    logprob_temperature = 1.0  # sequence_logprobs scores at temperature 1 only
 
     def __init__(self, vocab: int = 8, seed: int = 0, name: str = "bigram") -> None:
         g = torch.Generator().manual_seed(seed)

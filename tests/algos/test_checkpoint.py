@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llm_marl.algos.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from llm_marl.train.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 
 from .conftest import BigramPolicy
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from llm_marl.algos.logging import read_jsonl
+from llm_marl.train.logging import read_jsonl
 
 from .conftest import EXAMPLES, load_example
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llm_marl.algos import MAGRPO, AgentPO, AgentPOConfig, MAGRPOConfig, Trainer, TrainerConfig
+from llm_marl.algos import MAGRPO, AgentPO, AgentPOConfig, MAGRPOConfig
 from llm_marl.policies.base import SamplingParams
+from llm_marl.train import Trainer, TrainerConfig
 
 from .conftest import load_example
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from llm_marl.algos.checkpoint import latest_checkpoint
-from llm_marl.algos.logging import read_jsonl
+from llm_marl.train.checkpoint import latest_checkpoint
+from llm_marl.train.logging import read_jsonl
 
 from .conftest import EXAMPLES
 

@@ -7,21 +7,14 @@ import json
 import pytest
 import torch
 
-from llm_marl.algos import (
-    MAGRPO,
-    AgentPO,
-    AgentPOConfig,
-    Algorithm,
-    MAGRPOConfig,
-    Trainer,
-    TrainerConfig,
-)
-from llm_marl.algos.checkpoint import latest_checkpoint
-from llm_marl.algos.logging import read_jsonl
+from llm_marl.algos import MAGRPO, AgentPO, AgentPOConfig, Algorithm, MAGRPOConfig
 from llm_marl.envs.base import InfrastructureError
 from llm_marl.envs.toy.coordination import CoordinationEnv
 from llm_marl.policies.base import SamplingParams, ScriptedPolicy
 from llm_marl.policies.hf import HFPolicy
+from llm_marl.train import Trainer, TrainerConfig
+from llm_marl.train.checkpoint import latest_checkpoint
+from llm_marl.train.logging import read_jsonl
 
 FAST = SamplingParams(max_new_tokens=3, temperature=1.0)
 
@@ -199,7 +192,7 @@ def test_logprob_temperature_follows_sampling(tmp_path, algo_lm_path):
 def test_tensorboard_and_wandb_are_opt_in_with_clear_errors(tmp_path, algo_lm_path):
     import importlib.util
 
-    from llm_marl.algos.logging import MetricsLogger
+    from llm_marl.train.logging import MetricsLogger
 
     if importlib.util.find_spec("tensorboard") is None:
         with pytest.raises(ImportError, match="pip install tensorboard"):

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 import llm_marl
-from llm_marl.envs.wrappers import FrozenAgents
 from llm_marl.policies.base import Completion, PolicyError, SamplingParams, ScriptedPolicy
-from llm_marl.rollout import collect, group_episodes
+from llm_marl.rollout import FrozenAgents, collect, group_episodes
 
 
 def target_of(conversation):

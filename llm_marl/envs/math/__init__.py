@@ -6,16 +6,14 @@
 
 Joint binary reward: 1 if the actor's final ``\\boxed{}`` answer is equivalent to the reference.
 Datasets by name (``dataset="aime24"``; see :mod:`llm_marl.envs.math.datasets`), default: a
-bundled offline sample. ``math_eval`` (:mod:`llm_marl.envs.math.evaluate`) reports pass@1 per
-benchmark for any team of policies.
+bundled offline sample. :func:`llm_marl.eval.math_eval` reports pass@1 per benchmark for any
+team of policies.
 
 This module only registers the ids: entry points are strings, so nothing heavy is imported
 until ``make``.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from llm_marl.envs.registration import register
 
@@ -34,13 +32,3 @@ register(
     "llm_marl.envs.math.single:MathSingleEnv",
     description="math: the actor solves the problem alone (the AgentPO baseline)",
 )
-
-
-def math_eval(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    """Pass@1 per benchmark for a team of policies; see :func:`llm_marl.envs.math.evaluate.math_eval`."""
-    from llm_marl.envs.math.evaluate import math_eval as _math_eval
-
-    return _math_eval(*args, **kwargs)
-
-
-__all__ = ["math_eval"]

@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .grading.extract import last_boxed
+from llm_marl.tools.grading.extract import last_boxed
 
 __all__ = ["REFERENCE_FORMATS", "reference_answer"]
 

@@ -26,7 +26,7 @@ Observation
     within \\boxed{}."
 Action
     Any text. The final answer is the last ``\\boxed{...}`` of the actor's *revision* (see
-    :func:`llm_marl.envs.math.grading.extract_answer`).
+    :func:`llm_marl.tools.grading.extract_answer`).
 Reward (joint, both agents, after phase 3; earlier phases give 0)
     ``correct`` in {0, 1} for the revised answer. Optional shaping ``format_weight = w`` gives
     ``(1 - w) * correct + w * format`` (off by default). Components: ``correct``, ``format``,
@@ -48,7 +48,7 @@ Prompts
     :data:`llm_marl.envs.math.prompts.CRITIC_PROMPTS`. An empty system prompt sends none.
 
 Training: ``examples/train_agentpo.py --topology critic`` (critic trainable, actor frozen).
-Evaluation: :func:`llm_marl.envs.math.evaluate.math_eval` with ``critic_policy=``.
+Evaluation: :func:`llm_marl.eval.math.math_eval` with ``critic_policy=``.
 
 >>> import llm_marl
 >>> env = llm_marl.make("math_critic-v0")

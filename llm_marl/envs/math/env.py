@@ -6,7 +6,7 @@ The concrete envs are :mod:`~llm_marl.envs.math.single` (``math_single-v0``),
 
 Reward (joint, every agent, on the actor's final turn)
     ``correct = 1`` if the answer extracted from the actor's final completion is equivalent to
-    the reference (:func:`llm_marl.envs.math.grading.grade`), else ``0``. The reward is
+    the reference (:func:`llm_marl.tools.grading.grade`), else ``0``. The reward is
     ``correct`` (binary, as in AgentPO) unless ``format_weight = w > 0`` is passed, which gives
     ``(1 - w) * correct + w * format``; off by default. Components: ``correct``, ``format``
     (1 if the final completion holds a complete ``\\boxed{...}``). Without a box the grader
@@ -135,8 +135,8 @@ class MathEnv(LLMParallelEnv):
         return result.correct and (result.boxed or not self.require_boxed)
 
     def _grade(self, completion: str) -> _Graded:
-        from llm_marl.envs.math.grading import grade
-        from llm_marl.envs.math.grading.extract import last_boxed
+        from llm_marl.tools.grading import grade
+        from llm_marl.tools.grading.extract import last_boxed
 
         kwargs = {} if self.grading_timeout is None else {"timeout": self.grading_timeout}
         try:

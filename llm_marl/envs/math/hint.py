@@ -17,7 +17,7 @@ Observation
     the actor's solution.
 Action
     ``hint``: any text (the hint, passed verbatim). ``actor``: the solution; its final answer is
-    the last ``\\boxed{...}`` (see :func:`llm_marl.envs.math.grading.extract_answer`).
+    the last ``\\boxed{...}`` (see :func:`llm_marl.tools.grading.extract_answer`).
 Reward (joint, both agents, after phase 2; phase 1 gives 0)
     ``correct`` in {0, 1}: the actor's answer is equivalent to the reference. Optional shaping
     ``format_weight = w`` gives ``(1 - w) * correct + w * format`` (off by default). Components:
@@ -37,7 +37,7 @@ Prompts
     ``{problem}``; ``actor_user`` ``{problem}`` and ``{hint}``. An empty system prompt sends none.
 
 Training: ``examples/train_agentpo.py --topology hint`` (hint trainable, actor frozen: a local
-model, ``OpenAIPolicy`` or vLLM). Evaluation: :func:`llm_marl.envs.math.evaluate.math_eval`.
+model, ``OpenAIPolicy`` or vLLM). Evaluation: :func:`llm_marl.eval.math.math_eval`.
 
 >>> import llm_marl
 >>> env = llm_marl.make("math_hint-v0")

@@ -12,7 +12,7 @@ Observation
     \\boxed{}."
 Action
     The solution text; its final answer is the last ``\\boxed{...}`` (fallbacks: answer markers,
-    then the last number; see :func:`llm_marl.envs.math.grading.extract_answer`).
+    then the last number; see :func:`llm_marl.tools.grading.extract_answer`).
 Reward (joint)
     ``correct`` in {0, 1}: the extracted answer is equivalent to the reference. Optional
     shaping ``format_weight = w`` gives ``(1 - w) * correct + w * format`` (off by default).

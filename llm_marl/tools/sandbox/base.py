@@ -7,26 +7,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from llm_marl.errors import InfrastructureError, LLMMarlError
+
 if TYPE_CHECKING:
     from llm_marl.tools.sandbox.suite import TestSuite
 
 
-class SandboxError(RuntimeError):
-    """Base class of the errors raised by the sandbox package."""
+class SandboxError(LLMMarlError, RuntimeError):
+    """Base class of the errors raised by the sandbox package (closed sandbox, lost worker...).
+
+    Reading a score from a result whose status is ``INFRA_ERROR`` raises
+    :class:`~llm_marl.errors.InfrastructureError` instead: such a result says nothing about the
+    program, so callers must check :attr:`TestReport.status` (or catch it) and drop or retry the
+    sample. Envs turn sandbox failures into ``InfrastructureError`` (a truncated episode).
+    """
 
 
 class SandboxUnavailableError(SandboxError):
     """The requested backend cannot run here (no engine, no image, no interpreter...).
 
-    The message always says what to do about it.
-    """
-
-
-class InfrastructureError(SandboxError):
-    """Raised when a score is read from a result whose status is ``INFRA_ERROR``.
-
-    An infrastructure failure says nothing about the program, so it has no score: callers must
-    check :attr:`TestReport.status` (or catch this) and drop or retry the sample.
+    A setup problem, raised when a sandbox is built; the message always says what to do.
     """
 
 

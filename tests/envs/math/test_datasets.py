@@ -76,7 +76,7 @@ def test_benchmarks_resolve_from_the_data_dir(shared_data, name, split):
 
 
 def test_reference_answers_and_problem_texts(shared_data):
-    from llm_marl.envs.math.grading import grade
+    from llm_marl.tools.grading import grade
 
     gsm8k = load_math_tasks("gsm8k")
     assert gsm8k[0]["answer"] == "18"

@@ -16,8 +16,8 @@ from llm_marl.envs.math import prompts as P
 from llm_marl.envs.math.critic import MathCriticEnv
 from llm_marl.envs.math.hint import MathHintEnv
 from llm_marl.envs.math.single import MathSingleEnv
-from llm_marl.envs.wrappers import FrozenAgents
 from llm_marl.policies.base import SamplingParams, ScriptedPolicy
+from llm_marl.rollout import FrozenAgents
 from llm_marl.rollout.collect import collect
 
 SHARED_DATA = Path(__file__).resolve().parents[4] / "shared" / "data"
@@ -304,7 +304,7 @@ def test_seeded_resets_pick_the_same_tasks():
 
 
 def test_a_grader_crash_truncates_instead_of_scoring(monkeypatch):
-    import llm_marl.envs.math.grading as grading
+    import llm_marl.tools.grading as grading
 
     def broken(*args, **kwargs):
         raise grading.WorkerError("worker died")

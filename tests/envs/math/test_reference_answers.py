@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from llm_marl.envs.math.answers import REFERENCE_FORMATS, reference_answer
-from llm_marl.envs.math.grading import grade, normalize_answer
-from llm_marl.envs.math.grading.normalize import canonical_form
-from llm_marl.envs.math.grading.numeric import exact
-from llm_marl.envs.math.grading.parse import parse_answer
+from llm_marl.tools.grading import grade, normalize_answer
+from llm_marl.tools.grading.normalize import canonical_form
+from llm_marl.tools.grading.numeric import exact
+from llm_marl.tools.grading.parse import parse_answer
 
 FILES = {
     "math500": "math500/test.jsonl",

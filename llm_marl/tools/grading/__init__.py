@@ -1,6 +1,6 @@
 """Math answer grading: extract the final answer of a completion and decide if it is correct.
 
->>> from llm_marl.envs.math.grading import grade, is_equivalent
+>>> from llm_marl.tools.grading import grade, is_equivalent
 >>> grade(r"... so the answer is $\\boxed{\\dfrac{1}{2}}$.", "0.5").correct
 True
 >>> is_equivalent("(1, 2)", "(2, 1)")

@@ -1,4 +1,4 @@
-"""Tests of the math answer grader (:mod:`llm_marl.envs.math.grading`)."""
+"""Tests of the math answer grader (:mod:`llm_marl.tools.grading`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from llm_marl.envs.math.grading import (
+from llm_marl.tools.grading import (
     GradeResult,
     WorkerPool,
     extract_answer,
@@ -282,7 +282,7 @@ def test_symbolic_tier_decides_what_floats_cannot(small_pool, prediction, refere
 
 def test_sympy_backend_in_process():
     """The worker's comparison is plain code: it also runs in this process."""
-    from llm_marl.envs.math.grading.worker import judge as worker_judge
+    from llm_marl.tools.grading.worker import judge as worker_judge
 
     for prediction, reference, expected, _ in SYMBOLIC_ONLY:
         assert worker_judge(prediction, reference, use_math_verify=False)[0] is expected

@@ -1,6 +1,6 @@
 """`math_eval`: pass@1 per math benchmark for a team of policies (AgentPO's results table).
 
->>> from llm_marl.envs.math.evaluate import math_eval
+>>> from llm_marl.eval.math import math_eval
 >>> from llm_marl.policies import OpenAIPolicy, HFPolicy
 >>> actor = OpenAIPolicy("Qwen/Qwen2.5-7B-Instruct", base_url="http://localhost:8000/v1")  # doctest: +SKIP
 >>> hint = HFPolicy("runs/agentpo/hint", device="cuda")                                    # doctest: +SKIP
@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llm_marl.envs.math.datasets import EVAL_BENCHMARKS, load_math_tasks
-from llm_marl.policies.base import Policy, SamplingParams, ScriptedPolicy
+from llm_marl.policies.base import Policy, SamplingParams, ScriptedPolicy, per_agent_sampling
 
 ACTOR_SAMPLING = SamplingParams(max_new_tokens=2048, temperature=0.0)
 """Default sampling of the actor (AgentPO: greedy, 2048 tokens)."""
@@ -175,18 +175,7 @@ def _sampling_for(
     policies: Mapping[str, Policy], sampling: SamplingParams | Mapping[str, SamplingParams] | None
 ) -> dict[str, SamplingParams]:
     defaults = {a: ACTOR_SAMPLING if a == "actor" else COLLABORATOR_SAMPLING for a in policies}
-    if sampling is None:
-        return defaults
-    if isinstance(sampling, SamplingParams):
-        return dict.fromkeys(policies, sampling)
-    if isinstance(sampling, Mapping):
-        unknown = [a for a in sampling if a not in policies]
-        if unknown:
-            raise ValueError(f"sampling given for {unknown}, but the team is {sorted(policies)}")
-        return {**defaults, **dict(sampling)}
-    raise TypeError(
-        f"sampling must be SamplingParams or a dict of them, got {type(sampling).__name__}"
-    )
+    return per_agent_sampling(sampling, list(policies), default=defaults)
 
 
 def _summarise(episodes: list[Any], num_problems: int, env_id: str) -> dict[str, Any]:

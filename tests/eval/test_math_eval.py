@@ -12,13 +12,13 @@ import pytest
 
 from llm_marl.data.loading import DATA_DIR_ENV
 from llm_marl.envs.math import datasets as mds
-from llm_marl.envs.math import math_eval as lazy_math_eval
 from llm_marl.envs.math.datasets import EVAL_BENCHMARKS, load_math_tasks
-from llm_marl.envs.math.evaluate import format_report, main, math_eval
 from llm_marl.envs.math.prompts import STEP_BY_STEP
+from llm_marl.eval import math_eval as lazy_math_eval
+from llm_marl.eval.math import format_report, main, math_eval
 from llm_marl.policies.base import Completion, PolicyError, SamplingParams, ScriptedPolicy
 
-SHARED_DATA = Path(__file__).resolve().parents[4] / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 @pytest.fixture

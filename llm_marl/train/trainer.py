@@ -1,0 +1,497 @@
+"""The training loop: :class:`Trainer` drives any :class:`~llm_marl.algos.Algorithm`.
+
+Collect rollouts with :func:`llm_marl.rollout.collect`, drop episodes whose infrastructure
+failed, update, log, evaluate on a held-out split, checkpoint, resume::
+
+    trainer = Trainer(MAGRPO(MAGRPOConfig(lr=1e-3)), {"left": left, "right": right},
+                      TrainerConfig(env="coordination-v0", steps=100, output_dir="runs/demo"))
+    trainer.train()
+
+Frozen agents are policies with ``trainable=False``; alternatively pass ``env=`` a factory that
+wraps the env in :class:`~llm_marl.rollout.FrozenAgents` and give policies for the visible agents
+only.
+
+Determinism: the tasks and the sampling seeds of step ``k`` depend only on ``(seed, k)``, so a
+run resumed from a checkpoint collects exactly what the uninterrupted run would have.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llm_marl.algos.base import Algorithm
+from llm_marl.policies.base import Policy, SamplingParams, per_agent_sampling
+from llm_marl.rollout import collect
+from llm_marl.rollout.collect import check_policies
+from llm_marl.rollout.types import Episode
+
+_EVAL_SEED_OFFSET = 999_983
+"""Evaluations use seed ``config.seed + this``: fixed across evaluations, unlike training."""
+
+
+# ---------------------------------------------------------------------------------------- config
+
+
+@dataclass
+class TrainerConfig:
+    """Everything the training loop needs besides the algorithm and the policies."""
+
+    env: str = "coordination-v0"
+    """Registered env id (the Trainer's ``env=`` argument may override it with a factory)."""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``llm_marl.make(env, **env_kwargs)``."""
+    steps: int = 100
+    """Training steps (one collect + one ``update`` each)."""
+    tasks_per_step: int = 4
+    """Tasks per step; each is played ``group_size`` times."""
+    group_size: int = 8
+    """Episodes per task (the GRPO group, G)."""
+    sampling: SamplingParams | dict[str, SamplingParams] = field(
+        default_factory=lambda: SamplingParams(max_new_tokens=64, temperature=1.0)
+    )
+    """Rollout sampling, for every agent or per agent."""
+    eval_every: int = 0
+    """Evaluate every this many steps (``0``: only before and after training)."""
+    eval_tasks: int | None = None
+    """How many tasks to evaluate on (``None``: all eval tasks)."""
+    eval_group_size: int = 1
+    """Episodes per eval task (raise it for a sampled, not greedy, evaluation)."""
+    eval_sampling: SamplingParams | dict[str, SamplingParams] | None = None
+    """Eval sampling; ``None``: greedy (temperature 0) with the rollout's ``max_new_tokens``."""
+    eval_at_start: bool = True
+    """Evaluate once before the first step (the chance-level reference)."""
+    output_dir: str = "runs/llm_marl"
+    """Where metrics.jsonl, checkpoints/ and reward.png go."""
+    save_every: int = 0
+    """Checkpoint every this many steps (``0``: only at the end)."""
+    keep_checkpoints: int = 2
+    """How many checkpoints to keep (the newest ones)."""
+    resume: bool = False
+    """Continue from the newest checkpoint in ``output_dir`` if there is one."""
+    seed: int = 0
+    """Seeds task order, env resets and sampling (step ``k`` depends only on seed and k)."""
+    log_every: int = 1
+    """Print a console row every this many steps (JSONL gets every step)."""
+    tensorboard: bool = False
+    """Also log to TensorBoard (needs the ``tensorboard`` package)."""
+    wandb: bool = False
+    """Also log to Weights & Biases (needs the ``wandb`` package)."""
+    wandb_project: str = "llm_marl"
+    """W&B project name."""
+    run_name: str | None = None
+    """Run name for W&B and the plot title (default: env id + algorithm name)."""
+    plot: bool = True
+    """Write ``reward.png`` (team reward per step) at the end of the run (needs matplotlib)."""
+    progress: bool = True
+    """Show a progress bar over steps."""
+    console: bool = True
+    """Print the metrics table."""
+    max_workers: int | None = None
+    """Threads stepping envs concurrently inside ``collect`` (None: the VectorEnv default)."""
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "tasks_per_step", "group_size", "eval_group_size", "log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("eval_every", "save_every"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.keep_checkpoints < 1:
+            raise ValueError(f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}")
+
+
+# ---------------------------------------------------------------------------------------- Trainer
+
+
+@dataclass
+class TrainResult:
+    """What :meth:`Trainer.train` returns."""
+
+    history: list[dict[str, Any]]
+    """Every logged row (train steps and evals), as written to metrics.jsonl."""
+    start_step: int
+    """0 for a fresh run; the checkpoint's step for a resumed one."""
+    final_step: int
+    first_eval: dict[str, float] | None
+    last_eval: dict[str, float] | None
+    output_dir: Path
+    plot_path: Path | None = None
+
+
+class Trainer:
+    """Collect -> update -> log -> evaluate -> checkpoint, for any :class:`Algorithm`.
+
+    Args:
+        algorithm: The algorithm (its ``setup`` is called here).
+        policies: ``agent -> Policy`` for every agent of the env (trainable or frozen).
+        config: Loop settings.
+        env: Overrides ``config.env``: an env id, or a zero-argument factory (e.g. one that
+            wraps the env in ``FrozenAgents``).
+        tasks: Training tasks (dicts with ``task_id``); default: the env's own ``tasks``.
+        eval_tasks: Evaluation tasks; default: the training tasks.
+    """
+
+    def __init__(
+        self,
+        algorithm: Algorithm,
+        policies: Mapping[str, Policy],
+        config: TrainerConfig | None = None,
+        *,
+        env: str | Callable[[], Any] | None = None,
+        tasks: Sequence[Mapping[str, Any]] | None = None,
+        eval_tasks: Sequence[Mapping[str, Any]] | None = None,
+    ) -> None:
+        if not isinstance(algorithm, Algorithm):
+            raise TypeError(
+                f"algorithm must be an llm_marl.algos.Algorithm, got {type(algorithm).__name__}"
+            )
+        self.algorithm = algorithm
+        self.config = config or TrainerConfig()
+        self.env = env if env is not None else self.config.env
+        if not isinstance(self.env, str) and not callable(self.env):
+            raise TypeError("env must be a registered env id or a zero-argument factory")
+        if not isinstance(self.env, str) and self.config.env_kwargs:
+            raise ValueError("env_kwargs only apply when env is a registered id")
+        probe = self._make_env()
+        agents = list(probe.possible_agents)
+        self.policies = check_policies(policies, agents)
+        self.tasks = [dict(t) for t in (tasks if tasks is not None else _env_tasks(probe))]
+        self.eval_tasks = [dict(t) for t in eval_tasks] if eval_tasks is not None else self.tasks
+        if not self.tasks:
+            raise ValueError("no training tasks: pass tasks=[...] or use an env with .tasks")
+        probe.close()
+        if self.config.group_size < algorithm.min_group_size:
+            raise ValueError(
+                f"{type(algorithm).__name__} compares episodes within a group: group_size must "
+                f"be >= {algorithm.min_group_size}, got {self.config.group_size}"
+            )
+        self.sampling = per_agent_sampling(self.config.sampling, agents)
+        eval_sampling = self.config.eval_sampling
+        if eval_sampling is None:
+            eval_sampling = {
+                a: dataclasses.replace(s, temperature=0.0) for a, s in self.sampling.items()
+            }
+        self.eval_sampling = per_agent_sampling(eval_sampling, agents, what="eval_sampling")
+        self._align_logprob_temperature()
+        self.algorithm.setup(self.policies, self.sampling)
+        self.output_dir = Path(self.config.output_dir)
+        self.step = 0
+
+    # ------------------------------------------------------------------ helpers
+
+    def _make_env(self):
+        if isinstance(self.env, str):
+            from llm_marl.envs.registration import make
+
+            return make(self.env, **self.config.env_kwargs)
+        return self.env()
+
+    def _align_logprob_temperature(self) -> None:
+        """Training log-probs must use the sampling temperature, or importance ratios are off."""
+        seen: dict[int, float] = {}
+        for agent, policy in self.policies.items():
+            if not getattr(policy, "trainable", False):
+                continue
+            if not hasattr(policy, "logprob_temperature"):
+                raise TypeError(
+                    f"trainable policy {getattr(policy, 'name', policy)!r} has no "
+                    "logprob_temperature attribute (see llm_marl.policies.TrainablePolicy)"
+                )
+            temp = self.sampling[agent].temperature
+            if id(policy) in seen and seen[id(policy)] != temp:
+                raise ValueError(
+                    f"agents sharing policy {getattr(policy, 'name', policy)!r} sample at "
+                    f"different temperatures ({seen[id(policy)]} and {temp}); one policy object "
+                    "scores log-probs at one temperature: use the same temperature for them"
+                )
+            seen[id(policy)] = temp
+            policy.logprob_temperature = temp if temp > 0 else 1.0
+
+    def tasks_for_step(self, step: int) -> list[dict[str, Any]]:
+        """The tasks of training step ``step`` (0-based): a seeded shuffle, epoch after epoch."""
+        import numpy as np
+
+        n, per = len(self.tasks), self.config.tasks_per_step
+        out = []
+        for i in range(step * per, (step + 1) * per):
+            epoch, pos = divmod(i, n)
+            order = np.random.default_rng([self.config.seed, epoch]).permutation(n)
+            out.append(self.tasks[int(order[pos])])
+        return out
+
+    def collect_seed(self, step: int) -> int:
+        """Base seed of ``collect`` at training step ``step`` (disjoint from the eval seed)."""
+        return (self.config.seed * 7_919 + (step + 1) * 104_729) % 2**31
+
+    def _collect(self, tasks, group_size, sampling, seed) -> list[Episode]:
+        return collect(
+            self.env,
+            self.policies,
+            tasks,
+            group_size=group_size,
+            sampling=sampling,
+            seed=seed,
+            env_kwargs=self.config.env_kwargs if isinstance(self.env, str) else None,
+            progress=False,
+            max_workers=self.config.max_workers,
+        )
+
+    # ------------------------------------------------------------------ evaluation
+
+    def evaluate(
+        self,
+        tasks: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        group_size: int | None = None,
+        sampling: SamplingParams | Mapping[str, SamplingParams] | None = None,
+        seed: int | None = None,
+    ) -> dict[str, float]:
+        """Play the eval tasks with the current policies; return mean reward and components.
+
+        Defaults: ``config.eval_tasks`` of the eval tasks (all of them if ``None``), greedy
+        decoding, one episode per task, a fixed seed (every evaluation sees the same resets).
+        """
+        if tasks is None:
+            tasks = self.eval_tasks
+            if self.config.eval_tasks is not None:
+                tasks = tasks[: self.config.eval_tasks]
+        episodes = self._collect(
+            list(tasks),
+            group_size or self.config.eval_group_size,
+            sampling if sampling is not None else self.eval_sampling,
+            (self.config.seed + _EVAL_SEED_OFFSET) % 2**31 if seed is None else seed,
+        )
+        return episode_metrics(episodes)
+
+    # ------------------------------------------------------------------ training
+
+    def train(self) -> TrainResult:
+        """Run (or resume) training; returns the history and the first / last evaluation."""
+        from tqdm.auto import tqdm
+
+        from llm_marl.train.checkpoint import latest_checkpoint, load_checkpoint
+        from llm_marl.train.logging import MetricsLogger, plot_rewards
+
+        cfg = self.config
+        start = 0
+        if cfg.resume:
+            ckpt = latest_checkpoint(self.output_dir)
+            if ckpt is not None:
+                start, algo_state, _ = load_checkpoint(ckpt, self.policies)
+                self.algorithm.load_state_dict(algo_state)
+                if cfg.console:
+                    print(f"resuming from step {start} ({ckpt})", flush=True)
+        self.step = start
+        run_name = cfg.run_name or f"{_env_name(self.env)} {self.algorithm.name}"
+        bar = tqdm(
+            total=cfg.steps, initial=start, desc="train", unit="step", disable=not cfg.progress
+        )
+        logger = MetricsLogger(
+            self.output_dir,
+            tensorboard=cfg.tensorboard,
+            wandb=cfg.wandb,
+            wandb_project=cfg.wandb_project,
+            run_name=run_name,
+            config=_config_dict(cfg, self.algorithm),
+            # Keep the rows up to the checkpoint; a fresh start (no checkpoint) starts a new file.
+            resume_step=start if start > 0 else None,
+        )
+        self._table = None
+        self._print_fn = bar.write if cfg.progress else print
+        first_eval = _first_eval(logger.history)
+        last_eval = _last_eval(logger.history)
+        try:
+            if start == 0 and cfg.eval_at_start:
+                first_eval = last_eval = self.evaluate()
+                row = logger.log(0, {f"eval/{k}": v for k, v in first_eval.items()})
+                self._print(row)
+            for step in range(start, cfg.steps):
+                metrics = self.train_step(step)
+                self.step = step + 1
+                if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < cfg.steps:
+                    last_eval = self.evaluate()
+                    metrics.update({f"eval/{k}": v for k, v in last_eval.items()})
+                if self.step == cfg.steps:
+                    last_eval = self.evaluate()
+                    metrics.update({f"eval/{k}": v for k, v in last_eval.items()})
+                row = logger.log(self.step, metrics)
+                if first_eval is None and any(k.startswith("eval/") for k in row):
+                    first_eval = last_eval
+                if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                    self._print(row)
+                if (cfg.save_every and self.step % cfg.save_every == 0) or self.step == cfg.steps:
+                    self.save_checkpoint()
+                bar.set_postfix(reward=f"{metrics.get('reward', float('nan')):.3f}")
+                bar.update(1)
+        finally:
+            bar.close()
+            logger.close()
+        plot_path = None
+        if cfg.plot:
+            plot_path = plot_rewards(logger.history, self.output_dir / "reward.png", title=run_name)
+        if cfg.console:
+            print(reward_table(logger.history, self._eval_title()), flush=True)
+            if plot_path is not None:
+                print(f"reward plot: {plot_path}", flush=True)
+        return TrainResult(
+            history=logger.history,
+            start_step=start,
+            final_step=self.step,
+            first_eval=first_eval,
+            last_eval=last_eval,
+            output_dir=self.output_dir,
+            plot_path=plot_path,
+        )
+
+    def train_step(self, step: int) -> dict[str, float]:
+        """One step: collect ``tasks_per_step x group_size`` episodes, drop errors, update."""
+        cfg = self.config
+        t0 = time.perf_counter()
+        episodes = self._collect(
+            self.tasks_for_step(step), cfg.group_size, self.sampling, self.collect_seed(step)
+        )
+        t1 = time.perf_counter()
+        ok = [ep for ep in episodes if ep.ok]
+        metrics = episode_metrics(episodes)
+        algo_metrics = self.algorithm.update(ok) if ok else {}
+        t2 = time.perf_counter()
+        metrics.update({k: float(v) for k, v in algo_metrics.items()})
+        metrics["time/collect"] = t1 - t0
+        metrics["time/update"] = t2 - t1
+        metrics["time/step"] = t2 - t0
+        return metrics
+
+    def save_checkpoint(self) -> Path:
+        """Checkpoint the current step under ``output_dir/checkpoints``."""
+        from llm_marl.train.checkpoint import save_checkpoint
+
+        return save_checkpoint(
+            self.output_dir,
+            self.step,
+            self.policies,
+            self.algorithm.state_dict(),
+            {"algorithm": self.algorithm.name, "env": _env_name(self.env)},
+            keep=self.config.keep_checkpoints,
+        )
+
+    def _eval_title(self) -> str:
+        if all(s.temperature == 0 for s in self.eval_sampling.values()):
+            return "team reward (greedy evaluation)"
+        return f"team reward (sampled evaluation, {self.config.eval_group_size} episodes per task)"
+
+    def _print(self, row: Mapping[str, Any]) -> None:
+        if not self.config.console:
+            return
+        if self._table is None:
+            from llm_marl.train.logging import ConsoleTable
+
+            self._table = ConsoleTable(_console_columns(row), print_fn=self._print_fn)
+        self._table.log(row)
+
+
+# ---------------------------------------------------------------------------------------- metrics
+
+
+def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Mean team reward, its components, and counts over episodes (errored ones excluded)."""
+    import numpy as np
+
+    ok = [ep for ep in episodes if ep.ok]
+    out: dict[str, float] = {
+        "episodes": float(len(episodes)),
+        "dropped": float(len(episodes) - len(ok)),
+    }
+    if not ok:
+        return out
+    rewards = np.array([ep.total_reward for ep in ok], dtype=float)
+    out["reward"] = float(rewards.mean())
+    out["reward_std"] = float(rewards.std())
+    names = sorted({k for ep in ok for k in ep.reward_components})
+    for name in names:
+        values = [ep.reward_components[name] for ep in ok if name in ep.reward_components]
+        out[f"reward/{name}"] = float(np.mean(values))
+    lengths = [
+        len(t.completion_ids)
+        for ep in ok
+        for traj in ep.trajectories.values()
+        if traj.trainable
+        for t in traj.turns
+    ]
+    if lengths:
+        out["completion_tokens"] = float(np.mean(lengths))
+    return out
+
+
+def reward_table(
+    history: Sequence[Mapping[str, Any]], title: str = "team reward (evaluation)"
+) -> str:
+    """The evaluation rows of a run as a text table (step, eval reward and its components)."""
+    rows = [r for r in history if "eval/reward" in r]
+    if not rows:
+        return "(no evaluation)"
+    keys = ["eval/reward"] + sorted({k for r in rows for k in r if k.startswith("eval/reward/")})
+    heads = ["step"] + [k.removeprefix("eval/") for k in keys]
+    width = max(10, *(len(h) for h in heads))
+    lines = [
+        title,
+        " ".join(h.rjust(width) for h in heads),
+    ]
+    lines.append("-" * len(lines[-1]))
+    for r in rows:
+        cells = [str(r["step"]).rjust(width)]
+        for k in keys:
+            v = r.get(k)
+            cells.append(("-" if v is None else f"{v:.3f}").rjust(width))
+        lines.append(" ".join(cells))
+    return "\n".join(lines)
+
+
+def _console_columns(row: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """step, train reward and its components, eval reward, the algorithm's main diagnostics."""
+    comps = sorted(
+        {k.split("reward/", 1)[1] for k in row if k.startswith(("reward/", "eval/reward/"))}
+    )
+    cols: list[tuple[str, str]] = [("step", "step"), ("reward", "reward")]
+    cols += [(f"reward/{c}", c) for c in comps]
+    cols += [("eval/reward", "eval")]
+    for key in ("loss", "kl", "clip_frac", "grad_norm", "dropped", "time/step"):
+        cols.append((key, key.removeprefix("time/")))
+    return cols
+
+
+def _first_eval(history: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
+    for row in history:
+        if "eval/reward" in row:
+            return {k.removeprefix("eval/"): v for k, v in row.items() if k.startswith("eval/")}
+    return None
+
+
+def _last_eval(history: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
+    for row in reversed(history):
+        if "eval/reward" in row:
+            return {k.removeprefix("eval/"): v for k, v in row.items() if k.startswith("eval/")}
+    return None
+
+
+def _env_tasks(env: Any) -> list[dict[str, Any]]:
+    tasks = getattr(env, "tasks", None)
+    if not tasks:
+        raise ValueError("this env exposes no .tasks; pass tasks=[...] to the Trainer")
+    return list(tasks)
+
+
+def _env_name(env: Any) -> str:
+    return env if isinstance(env, str) else getattr(env, "__name__", "env")
+
+
+def _config_dict(cfg: TrainerConfig, algorithm: Algorithm) -> dict[str, Any]:
+    out: dict[str, Any] = {"trainer": dataclasses.asdict(cfg), "algorithm": algorithm.name}
+    algo_cfg = getattr(algorithm, "config", None)
+    if dataclasses.is_dataclass(algo_cfg):
+        out["algorithm_config"] = dataclasses.asdict(algo_cfg)
+    return out
