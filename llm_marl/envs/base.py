@@ -20,10 +20,10 @@ Writing an environment
 ----------------------
 Subclass, set ``possible_agents`` and ``metadata["name"]``, and implement two hooks:
 
-``_setup(task)``
+``setup_episode(task)``
     Start an episode: post the first messages with :meth:`say` and choose who acts first with
     :meth:`set_active`.
-``_transition(actions) -> Transition``
+``transition(actions) -> Transition``
     Called with the actions of the active agents (each already appended to its author's
     conversation as an assistant message). Post what the agents see next, pick the next active
     agents, and return the joint reward of this step and whether the episode is over.
@@ -53,7 +53,7 @@ Message = dict[str, Any]
 
 @dataclass
 class Transition:
-    """What a step did, returned by :meth:`LLMParallelEnv._transition`."""
+    """What a step did, returned by :meth:`LLMParallelEnv.transition`."""
 
     reward: float = 0.0
     """Joint team reward of this step (given to every agent)."""
@@ -63,6 +63,10 @@ class Transition:
     """True when the episode is over (every agent terminates)."""
     infos: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Extra per-agent info (e.g. ``{"helper": {"malformed": True}}``)."""
+    success: bool | None = None
+    """Whether the team solved the task (math: the answer is right; coding: every scoring test
+    passes). Envs with a binary notion of success set it on the final step; it is reported as
+    ``infos[agent]["success"]`` and is what pass@k counts (:mod:`llm_marl.eval`)."""
 
 
 class LLMParallelEnv(ParallelEnv):
@@ -123,10 +127,10 @@ class LLMParallelEnv(ParallelEnv):
         """Tasks used when none are passed. Override to load the env's bundled data."""
         raise ValueError(f"{type(self).__name__} needs tasks=[...] (it has no default tasks)")
 
-    def _setup(self, task: Task) -> None:
+    def setup_episode(self, task: Task) -> None:
         raise NotImplementedError
 
-    def _transition(self, actions: dict[str, str]) -> Transition:
+    def transition(self, actions: dict[str, str]) -> Transition:
         raise NotImplementedError
 
     def tools(self, agent: str) -> list[dict[str, Any]]:
@@ -202,7 +206,7 @@ class LLMParallelEnv(ParallelEnv):
         self._active = set()
         self._transcript = []
         try:
-            self._setup(self.task)
+            self.setup_episode(self.task)
         except InfrastructureError as err:
             # Nobody can act: an episode that cannot start. Report it; the next step ends it.
             self._active = set()
@@ -248,7 +252,7 @@ class LLMParallelEnv(ParallelEnv):
                 self.say(agent, action, role="assistant")
             self._active = set()
             try:
-                transition = self._transition(acting)
+                transition = self.transition(acting)
             except InfrastructureError as err:
                 error = str(err)
                 transition = Transition()
@@ -259,7 +263,7 @@ class LLMParallelEnv(ParallelEnv):
         truncated = error is not None or (not terminated and self.turn >= self.max_steps)
         if not terminated and not truncated and not self._active:
             raise RuntimeError(
-                f"{type(self).__name__}._transition left no active agent but did not end the "
+                f"{type(self).__name__}.transition left no active agent but did not end the "
                 "episode; call set_active(...) or return Transition(done=True)"
             )
         if terminated or truncated:
@@ -271,6 +275,9 @@ class LLMParallelEnv(ParallelEnv):
         rewards = dict.fromkeys(agents, reward)
         terminations = dict.fromkeys(agents, terminated)
         truncations = dict.fromkeys(agents, truncated)
+        if transition.success is not None and error is None:
+            for agent in agents:
+                extra_infos.setdefault(agent, {})["success"] = bool(transition.success)
         infos = self._infos(extra_infos, error=error, components=transition.components)
         if terminated or truncated:
             self.agents = []

@@ -69,8 +69,8 @@ def test_a_run_logs_every_step_plots_and_checkpoints(tmp_path, algo_lm_path, cap
 class _TextReward(CoordinationEnv):
     """A reward every random completion earns something of: varied rewards, real gradients."""
 
-    def _transition(self, actions):
-        out = super()._transition(actions)
+    def transition(self, actions):
+        out = super().transition(actions)
         out.reward = (len(actions["left"]) + len(actions["right"])) % 7 / 6
         return out
 
@@ -126,10 +126,10 @@ def test_resume_without_checkpoint_starts_fresh(tmp_path, algo_lm_path):
 class _FlakyCoordination(CoordinationEnv):
     """Target 1 always hits an infrastructure failure."""
 
-    def _transition(self, actions):
+    def transition(self, actions):
         if self.task["target"] == 1:
             raise InfrastructureError("grader down")
-        return super()._transition(actions)
+        return super().transition(actions)
 
 
 class _Recorder(Algorithm):

@@ -18,11 +18,11 @@ class FlakyEnv(LLMParallelEnv):
     def default_tasks(self):
         return [{"task_id": "ok", "fail": False}, {"task_id": "bad", "fail": True}]
 
-    def _setup(self, task):
+    def setup_episode(self, task):
         self.say("a", "go")
         self.set_active(["a"])
 
-    def _transition(self, actions):
+    def transition(self, actions):
         if "a" in actions:
             if self.task["fail"]:
                 raise InfrastructureError("sandbox engine unreachable")
@@ -146,3 +146,28 @@ def test_subclass_metadata_inherits_what_it_does_not_state():
 
     assert Named.metadata == {**FlakyEnv.metadata, "name": "named-v0"}
     assert llm_marl.make("coordination-v0").metadata["render_modes"] == ["ansi", "human"]
+
+
+@pytest.mark.parametrize(
+    ("env_id", "task_id", "action", "expected"),
+    [
+        ("coordination-v0", None, None, None),
+        ("referential-v0", "referential/target=2", "2", True),
+        ("referential-v0", "referential/target=2", "3", False),
+    ],
+)
+def test_success_is_reported_on_the_final_step_only(env_id, task_id, action, expected):
+    env = llm_marl.make(env_id)
+    options = {"task_id": task_id} if task_id else None
+    obs, infos = env.reset(seed=0, options=options)
+    assert all("success" not in i for i in infos.values())
+    if env_id == "coordination-v0":  # digits summing to the target: success iff they do
+        target = int(env.task["target"])
+        left = min(target, env.num_symbols - 1)
+        _, _, _, _, infos = env.step({"left": str(left), "right": str(target - left)})
+        assert all(i["success"] is True for i in infos.values())
+        return
+    _, _, _, _, infos = env.step({"speaker": "2"})
+    assert all("success" not in i for i in infos.values()), "not on an intermediate step"
+    _, _, _, _, infos = env.step({"listener": action})
+    assert all(i["success"] is expected for i in infos.values())

@@ -66,11 +66,11 @@ class _TwoTurns(LLMParallelEnv):
     def default_tasks(self):
         return [{"task_id": "t0"}]
 
-    def _setup(self, task):
+    def setup_episode(self, task):
         self.say("solo", "go")
         self.set_active(["solo"])
 
-    def _transition(self, actions):
+    def transition(self, actions):
         if self.turn < 2:
             self.say("solo", "again")
             self.set_active(["solo"])

@@ -116,11 +116,11 @@ def test_multi_turn_stream_continues_with_env_tokens_masked(two_policies, tmp_pa
         def default_tasks(self):
             return [{"task_id": "x"}]
 
-        def _setup(self, task):
+        def setup_episode(self, task):
             self.say("solo", "first question")
             self.set_active(["solo"])
 
-        def _transition(self, actions):
+        def transition(self, actions):
             if self.turn == 1:
                 self.say("solo", "feedback: try again")
                 self.set_active(["solo"])

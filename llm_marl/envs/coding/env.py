@@ -245,7 +245,7 @@ class CodeCollabEnv(LLMParallelEnv):
         return [u.source for u in tests.feedback], [u.source for u in tests.scoring]
 
     # ------------------------------------------------------------------ episode
-    def _setup(self, task: Task) -> None:
+    def setup_episode(self, task: Task) -> None:
         self._check_task(task)
         self._tests(task)  # a malformed test fails here, at reset, with a clear message
         _, sig = _task_context(task["prompt"], task["entry_point"])
@@ -257,7 +257,7 @@ class CodeCollabEnv(LLMParallelEnv):
             self.say("main", prompts.main_prompt(task["prompt"], entry, sig))
         self.set_active(self.possible_agents)
 
-    def _transition(self, actions: dict[str, str]) -> Transition:
+    def transition(self, actions: dict[str, str]) -> Transition:
         task = self.task
         assert task is not None
         entry = task["entry_point"]
@@ -331,7 +331,14 @@ class CodeCollabEnv(LLMParallelEnv):
                 "malformed": not sub.defines_with_return(own_fn[agent]),
                 "redefinition_ignored": ignored[agent],
             }
-        return Transition(reward=reward, components=components, done=done, infos=infos)
+        success = facts.tests_total > 0 and facts.tests_passed == facts.tests_total
+        return Transition(
+            reward=reward,
+            components=components,
+            done=done,
+            infos=infos,
+            success=success if done else None,
+        )
 
     # ------------------------------------------------------------------ internals
     def _tests(self, task: Task) -> _TaskTests:

@@ -94,7 +94,7 @@ class MathCriticEnv(MathEnv):
         self._ask("actor", "actor", problem=problem)
         self.set_active(["actor"])
 
-    def _transition(self, actions: dict[str, str]) -> Transition:
+    def transition(self, actions: dict[str, str]) -> Transition:
         problem = self.task["problem"]
         if "critic" in actions:
             self.restart_conversation("actor")

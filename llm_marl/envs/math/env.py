@@ -91,7 +91,7 @@ class MathEnv(LLMParallelEnv):
 
         return load_math_tasks(self.dataset, self.split, self.limit)
 
-    def _setup(self, task: Task) -> None:
+    def setup_episode(self, task: Task) -> None:
         # Tasks given through reset(options={"task": ...}) skip the constructor's check.
         self.task = _check_task(task, 0, type(self).__name__)
         self._begin(self.task["problem"])
@@ -119,6 +119,7 @@ class MathEnv(LLMParallelEnv):
             reward=correct if w == 0.0 else (1.0 - w) * correct + w * fmt,
             components=components,
             done=True,
+            success=bool(correct),
             infos={
                 self.actor: {
                     "answer": result.answer,

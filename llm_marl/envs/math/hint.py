@@ -78,7 +78,7 @@ class MathHintEnv(MathEnv):
         self._ask("hint", "hint", problem=problem)
         self.set_active(["hint"])
 
-    def _transition(self, actions: dict[str, str]) -> Transition:
+    def transition(self, actions: dict[str, str]) -> Transition:
         if "hint" in actions:
             self._ask("actor", "actor", problem=self.task["problem"], hint=actions["hint"].strip())
             self.set_active(["actor"])

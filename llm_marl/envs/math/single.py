@@ -61,5 +61,5 @@ class MathSingleEnv(MathEnv):
         self._ask("actor", "actor", problem=problem)
         self.set_active(["actor"])
 
-    def _transition(self, actions: dict[str, str]) -> Transition:
+    def transition(self, actions: dict[str, str]) -> Transition:
         return self._grade_final(actions["actor"])

@@ -68,7 +68,7 @@ class CoordinationEnv(LLMParallelEnv):
         p = sum(sum(1 for a in range(n) if 0 <= t - a < n) / n**2 for t in targets) / len(targets)
         return self.format_weight + (1 - self.format_weight) * p
 
-    def _setup(self, task: Task) -> None:
+    def setup_episode(self, task: Task) -> None:
         prompt = (
             f"Target: {task['target']}. Answer with one digit from 0 to {self.num_symbols - 1}; "
             "your partner answers too, and you win if the two digits add up to the target."
@@ -77,7 +77,7 @@ class CoordinationEnv(LLMParallelEnv):
             self.say(agent, prompt)
         self.set_active(self.possible_agents)
 
-    def _transition(self, actions: dict[str, str]) -> Transition:
+    def transition(self, actions: dict[str, str]) -> Transition:
         answers = {a: first_symbol(text, self.num_symbols) for a, text in actions.items()}
         valid = [v is not None for v in answers.values()]
         fmt = sum(valid) / len(valid)
@@ -88,4 +88,5 @@ class CoordinationEnv(LLMParallelEnv):
             components={"format": fmt, "success": success},
             done=True,
             infos={a: {"answer": v, "malformed": v is None} for a, v in answers.items()},
+            success=bool(success),
         )

@@ -72,7 +72,7 @@ class ReferentialEnv(LLMParallelEnv):
         """Expected reward of a listener guessing uniformly among valid answers."""
         return self.format_weight + (1 - self.format_weight) / self.num_symbols
 
-    def _setup(self, task: Task) -> None:
+    def setup_episode(self, task: Task) -> None:
         self.say(
             "speaker",
             f"Object: {task['target']}. Write a short message so that your partner, who cannot "
@@ -80,7 +80,7 @@ class ReferentialEnv(LLMParallelEnv):
         )
         self.set_active(["speaker"])
 
-    def _transition(self, actions: dict[str, str]) -> Transition:
+    def transition(self, actions: dict[str, str]) -> Transition:
         if "speaker" in actions:
             message = actions["speaker"][: self.max_message_chars]
             self.say(
@@ -99,4 +99,5 @@ class ReferentialEnv(LLMParallelEnv):
             components={"format": valid, "success": success},
             done=True,
             infos={"listener": {"answer": answer, "malformed": answer is None}},
+            success=bool(success),
         )
