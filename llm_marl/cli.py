@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _delegate(command: str, rest: list[str]) -> int:
     if command == "train":
         return _train(rest)
-    from llm_marl.eval.math import main as eval_main
+    from llm_marl.eval.cli import main as eval_main
 
     return int(eval_main(rest) or 0)
 
