@@ -332,3 +332,23 @@ def test_progress_bar_and_greedy_warning(capsys):
         evaluate("coordination-v0", left_right(), samples=2,
                  sampling=SamplingParams(temperature=0.0), progress=True)  # fmt: skip
     assert re.search(r"eval: 100%.*10/10", capsys.readouterr().err)
+
+
+def test_an_episode_that_cannot_start_is_an_error():
+    class SearchDown(FlakyEnv):
+        def setup_episode(self, task):
+            if task["task_id"] == "down":
+                raise InfrastructureError("search API down")
+            super().setup_episode(task)
+
+        def transition(self, actions):
+            return Transition(reward=1.0, done=True, success=True)
+
+    solver = ScriptedPolicy(lambda conv: "42")
+    report = evaluate(SearchDown, {"solver": solver}, samples=2, progress=False,
+                      return_episodes=True)  # fmt: skip
+    b = report["benchmarks"]["SearchDown"]
+    assert b["num_errors"] == 2 and b["num_scored"] == 6 and b["pass@1"] == 1.0
+    down = [r for r in report["episodes"]["SearchDown"] if r["task_id"] == "down"]
+    assert [r["error"] for r in down] == ["search API down"] * 2
+    assert all(r["turns"]["solver"] == [] for r in down)
