@@ -103,7 +103,8 @@ def evaluate(
             it to bound the memory of local models and envs).
         seed: base seed of env resets and sampling (problem ``i``'s sample ``g`` of a benchmark
             is reset with ``seed + i * samples + g``).
-        progress: show a progress bar over episodes.
+        progress: show progress bars: episodes of the whole evaluation, and of the batch
+            being collected.
         episodes_path: write one JSON record per episode here as the batches finish
             (:mod:`llm_marl.eval.records`; read back with
             :func:`~llm_marl.eval.records.read_episodes`).
@@ -166,7 +167,7 @@ def evaluate(
                     sampling=per_agent,
                     seed=seed + start * samples,
                     env_kwargs=kwargs or None,
-                    progress=False,
+                    progress=progress,  # episodes within a batch; the bar above counts batches
                 )
                 batch = [
                     episode_record(
