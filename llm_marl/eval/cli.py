@@ -1,7 +1,287 @@
-"""``llm-marl eval``: the evaluation command line (the top-level CLI hands its arguments here)."""
+"""``llm-marl eval``: evaluate a team on benchmarks of any env family and print the table.
+
+::
+
+    # math (AgentPO): the team picks the env (actor / actor+hint / actor+critic)
+    llm-marl eval --actor openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1 \\
+        --hint hf:runs/agentpo/hint --benchmarks math500,aime24
+
+    # coding (MAGRPO): helper+main play <benchmark>-v0, a lone coder <benchmark>_single-v0
+    llm-marl eval --helper hf:runs/magrpo/helper --main hf:runs/magrpo/main \\
+        --benchmarks coophumaneval,humaneval --split eval --samples 10 --k 1,5,10
+
+    # any env: name it; --env-arg sets the evaluation's own env config
+    llm-marl eval --env coop_humaneval-v0 --agent helper=hf:H --agent main=hf:M \\
+        --env-arg max_turns=1 --episodes-out episodes.jsonl
+
+Policies are spec strings (:mod:`llm_marl.policies.factory`): ``hf:PATH[,adapter=DIR]``,
+``openai:MODEL[@URL][,api_key_env=VAR]``, ``scripted:MODULE:FUNCTION``. ``--agent ROLE=SPEC``
+names any role; ``--actor``, ``--hint``, ``--critic``, ``--helper``, ``--main`` and ``--coder``
+are shortcuts for the roles of the math and coding families.
+
+The family (what benchmark names mean, default sampling, extra columns) is ``--family``, else
+the family of the ``--env`` ids, else the one whose roles the team uses.
+"""
 
 from __future__ import annotations
 
-from llm_marl.eval.math import main
+import argparse
+import ast
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
-__all__ = ["main"]
+from llm_marl.errors import ConfigError, LLMMarlError
+from llm_marl.eval.coding import CODING
+from llm_marl.eval.family import EnvFamily, Family, split_names
+from llm_marl.eval.math import MATH
+from llm_marl.eval.metrics import check_k
+from llm_marl.eval.report import format_report
+from llm_marl.policies.base import Policy, SamplingParams
+from llm_marl.policies.factory import SPEC_FORMS, build_policy
+
+__all__ = ["FAMILIES", "main"]
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (MATH, CODING)}
+"""The eval families the command line knows, by name; any other env is played as is."""
+
+ANY_ENV = EnvFamily()
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="llm-marl eval",
+        description=(
+            "Evaluate a team of policies: pass@1 and unbiased pass@k where the env reports "
+            "success, mean reward everywhere, one table row per benchmark"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="policy specs: " + "  |  ".join(SPEC_FORMS),
+    )
+    what = p.add_argument_group("what to evaluate")
+    what.add_argument(
+        "--family",
+        choices=sorted(FAMILIES),
+        default=None,
+        help="the env family (default: inferred)",
+    )
+    what.add_argument(
+        "--env", default=None, metavar="ID[,ID...]", help="env ids to play, each on its own tasks"
+    )
+    what.add_argument(
+        "--benchmarks",
+        "--datasets",
+        dest="benchmarks",
+        default=None,
+        metavar="NAMES",
+        help="comma-separated benchmark names of the family (math: math500,aime24,...; "
+        "coding: coophumaneval,humaneval,mbpp) or dataset files (default: the family's set)",
+    )
+    what.add_argument("--split", default=None, help="dataset split (default: the benchmark's)")
+    what.add_argument("--limit", type=int, default=None, help="first N problems of each benchmark")
+    what.add_argument(
+        "--env-arg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="the evaluation's env config, e.g. --env-arg max_turns=1 (repeatable)",
+    )
+
+    team = p.add_argument_group("the team (policy specs)")
+    team.add_argument(
+        "--agent", action="append", default=[], metavar="ROLE=SPEC", help="any role (repeatable)"
+    )
+    roles = [r for f in FAMILIES.values() for r in f.roles]
+    for role in dict.fromkeys(roles):
+        owners = "/".join(f.name for f in FAMILIES.values() if role in f.roles)
+        team.add_argument(f"--{role}", default=None, metavar="SPEC", help=f"the {role} ({owners})")
+    team.add_argument("--device", default=None, help="device of hf: models (e.g. cuda)")
+    team.add_argument("--dtype", default=None, help="dtype of hf: models (e.g. bfloat16)")
+
+    how = p.add_argument_group("sampling")
+    how.add_argument("--samples", type=int, default=1, help="samples per problem, n (default 1)")
+    how.add_argument(
+        "--k", default=None, metavar="K[,K...]", help="pass@k to report (default: 1 and n)"
+    )
+    how.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="token budget per turn (math: the actor's; default: the family's)",
+    )
+    how.add_argument(
+        "--collaborator-max-new-tokens",
+        type=int,
+        default=None,
+        help="token budget of math's hint/critic (default 768)",
+    )
+    how.add_argument(
+        "--temperature", type=float, default=None, help="0 = greedy (default: the family's)"
+    )
+    how.add_argument("--top-p", type=float, default=None)
+    how.add_argument("--batch-size", type=int, default=None, help="problems per rollout batch")
+    how.add_argument("--seed", type=int, default=0)
+
+    out = p.add_argument_group("output")
+    out.add_argument("--output", default=None, metavar="FILE", help="write the JSON report here")
+    out.add_argument(
+        "--episodes-out", default=None, metavar="FILE", help="write one JSON line per episode"
+    )
+    out.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="show a progress bar (default: on)",
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``llm-marl eval``: run the evaluation, print the table, return 0.
+
+    User errors (bad specs, unknown benchmarks, bad flags) exit with one line.
+    """
+    args = _parser().parse_args(argv)
+    policies: dict[str, Policy] = {}
+    try:
+        # Everything that can be checked is checked before any model is loaded.
+        specs = _team(args)
+        env_ids = split_names(args.env)
+        family = _family(args.family, env_ids, list(specs))
+        family.check_team(list(specs))
+        sampling = _sampling(family, list(specs), args)
+        ks = _ints(args.k, "--k")
+        check_k(ks, args.samples)
+        env_kwargs = parse_env_args(args.env_arg)
+        for role, spec in specs.items():
+            policies[role] = build_policy(spec, device=args.device, dtype=args.dtype)
+        report = family.evaluate(
+            policies,
+            split_names(args.benchmarks),
+            env_ids=env_ids or None,
+            split=args.split,
+            limit=args.limit,
+            sampling=sampling,
+            samples=args.samples,
+            k=ks,
+            env_kwargs=env_kwargs,
+            batch_size=args.batch_size,
+            seed=args.seed,
+            progress=args.progress,
+            episodes_path=args.episodes_out,
+        )
+    except LLMMarlError as err:
+        raise SystemExit(f"llm-marl eval: {err}") from err
+    finally:
+        for policy in {id(p): p for p in policies.values()}.values():
+            close = getattr(policy, "close", None)
+            if callable(close):
+                close()
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2)
+    print(format_report(report), file=sys.stdout)
+    return 0
+
+
+def _team(args: argparse.Namespace) -> dict[str, str]:
+    """Role -> spec from ``--agent ROLE=SPEC`` and the role shortcuts."""
+    specs: dict[str, str] = {}
+    pairs = [(r, getattr(args, r)) for f in FAMILIES.values() for r in f.roles]
+    for item in args.agent:
+        role, sep, spec = item.partition("=")
+        if not sep or not role.strip() or not spec.strip():
+            raise ConfigError(f"--agent expects ROLE=SPEC (e.g. coder=hf:path), got {item!r}")
+        pairs.append((role.strip(), spec.strip()))
+    for role, spec in pairs:
+        if spec is None:
+            continue
+        if role in specs and specs[role] != spec:
+            raise ConfigError(f"two policies for the role {role!r}: {specs[role]!r} and {spec!r}")
+        specs[role] = spec
+    if not specs:
+        raise ConfigError(
+            "no policy given: name the team with --ROLE SPEC or --agent ROLE=SPEC, e.g. "
+            "--actor openai:gpt-4o-mini (math) or --coder hf:path/to/model (coding)"
+        )
+    return specs
+
+
+def _family(name: str | None, env_ids: list[str], team: list[str]) -> Family:
+    if name is not None:
+        family = FAMILIES[name]
+        foreign = [e for e in env_ids if not family.owns(e)]
+        if foreign:
+            raise ConfigError(f"--env {','.join(foreign)}: not {name} envs")
+        return family
+    if env_ids:
+        for family in FAMILIES.values():
+            if all(family.owns(e) for e in env_ids):
+                return family
+        return ANY_ENV
+    for family in FAMILIES.values():
+        if set(team) <= set(family.roles):
+            return family
+    raise ConfigError(
+        f"which envs? The roles {team} belong to no single family "
+        f"({', '.join(f'{n}: {list(f.roles)}' for n, f in FAMILIES.items())}); name them "
+        "with --env ID"
+    )
+
+
+def _sampling(family: Family, team: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """The family's default sampling with the command line's overrides."""
+    collaborators = [a for a in team if a in family.collaborators]
+    if args.collaborator_max_new_tokens is not None and not collaborators:
+        raise ConfigError(
+            "--collaborator-max-new-tokens applies to a math hint/critic, and the team has none"
+        )
+    out: dict[str, SamplingParams] = {}
+    for agent, params in family.default_sampling(team).items():
+        changes: dict[str, Any] = {}
+        budget = args.collaborator_max_new_tokens if agent in collaborators else args.max_new_tokens
+        for key, value in (
+            ("max_new_tokens", budget),
+            ("temperature", args.temperature),
+            ("top_p", args.top_p),
+        ):
+            if value is not None:
+                changes[key] = value
+        try:
+            out[agent] = replace(params, **changes)
+        except ValueError as err:
+            raise ConfigError(str(err)) from err
+    return out
+
+
+def _ints(text: str | None, flag: str) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return [int(v) for v in split_names(text)]
+    except ValueError:
+        raise ConfigError(f"{flag} expects comma-separated integers, got {text!r}") from None
+
+
+def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["max_turns=1", "sandbox=process"]`` -> ``{"max_turns": 1, "sandbox": "process"}``.
+
+    Values are Python literals where they parse as one (numbers, booleans, lists), else strings.
+    """
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise ConfigError(f"--env-arg expects KEY=VALUE, got {pair!r}")
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -5,6 +5,8 @@
 - :class:`HFPolicy`: a local ``transformers`` model, optionally LoRA adapters sharing one base.
 - :class:`OpenAIPolicy`: any OpenAI-compatible chat-completions server; always frozen.
 - :func:`build_tiny_lm`: an offline tiny LM + tokenizer for tests and CPU demos.
+- :func:`build_policy`: any of them from a spec string (``hf:PATH``, ``openai:MODEL@URL``,
+  ``scripted:module:fn``; see :mod:`llm_marl.policies.factory`).
 
 The heavy backends (torch, transformers, requests) are imported on first use, so
 ``import llm_marl.policies`` stays cheap.
@@ -27,6 +29,7 @@ from llm_marl.policies.base import (
     TrainablePolicy,
     per_agent_sampling,
 )
+from llm_marl.policies.factory import build_policy, parse_policy_spec
 
 if TYPE_CHECKING:
     from llm_marl.policies.hf import HFPolicy
@@ -54,7 +57,9 @@ __all__ = [
     "ScriptedPolicy",
     "TokenContext",
     "TrainablePolicy",
+    "build_policy",
     "build_tiny_lm",
+    "parse_policy_spec",
     "per_agent_sampling",
 ]
 

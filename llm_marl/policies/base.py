@@ -203,7 +203,7 @@ class ScriptedPolicy:
         if not callable(fn):
             raise TypeError(f"ScriptedPolicy needs a callable, got {type(fn).__name__}")
         self.fn = fn
-        self.name = name or getattr(fn, "__name__", "scripted")
+        self.name: str = name or str(getattr(fn, "__name__", "scripted"))
 
     def generate(
         self,

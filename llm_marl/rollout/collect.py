@@ -175,6 +175,12 @@ class _Collector:
         infos = [r[1] for r in results]
         live = [bool(vec.envs[k].agents) for k in range(n)]
         bar = tqdm(total=n, desc="collect", unit="ep", disable=not progress, leave=False)
+        for k in range(n):  # setup_episode raised InfrastructureError: nobody can act
+            error = next((i["error"] for i in infos[k].values() if i.get("error")), None)
+            if live[k] and error is not None:
+                self._fail(k, error)
+                live[k] = False
+                bar.update(1)
         step = 0
         while any(live):
             actions: list[dict[str, str] | None] = [None] * n

@@ -15,7 +15,8 @@ from llm_marl.envs.math import datasets as mds
 from llm_marl.envs.math.datasets import EVAL_BENCHMARKS, load_math_tasks
 from llm_marl.envs.math.prompts import STEP_BY_STEP
 from llm_marl.eval import math_eval as lazy_math_eval
-from llm_marl.eval.math import format_report, main, math_eval
+from llm_marl.eval.cli import main
+from llm_marl.eval.math import format_report, math_eval
 from llm_marl.policies.base import Completion, PolicyError, SamplingParams, ScriptedPolicy
 
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -94,13 +95,14 @@ def test_hint_team_and_pass_at_1_over_samples():
         return f"\\boxed{{{book[problem] if len(problem) % 2 == 0 else 'nope'}}}"
 
     expected = sum(len(p) % 2 == 0 for p in book) / len(book)
-    report = math_eval(
-        ScriptedPolicy(picky, "picky"),
-        hint_policy=ScriptedPolicy(hint, "hinter"),
-        datasets="sample",
-        samples=3,
-        return_episodes=True,
-    )
+    with pytest.warns(UserWarning, match="greedy decoding"):  # AgentPO's default: greedy
+        report = math_eval(
+            ScriptedPolicy(picky, "picky"),
+            hint_policy=ScriptedPolicy(hint, "hinter"),
+            datasets="sample",
+            samples=3,
+            return_episodes=True,
+        )
     assert report["env_id"] == "math_hint-v0" and report["samples"] == 3
     b = report["benchmarks"]["sample"]
     assert b["pass@1"] == pytest.approx(expected) and b["num_episodes"] == 90
@@ -108,7 +110,7 @@ def test_hint_team_and_pass_at_1_over_samples():
     records = report["episodes"]["sample"]
     assert len(records) == 90 and {r["sample"] for r in records} == {0, 1, 2}
     first = records[0]
-    assert first["completions"]["hint"] == ["Try the simplest approach."]
+    assert [t["text"] for t in first["turns"]["hint"]] == ["Try the simplest approach."]
     assert first["reference"] == book[load_math_tasks()[0]["problem"]]
     assert "format" in format_report(report) and "average" in format_report(report)
 
@@ -224,8 +226,8 @@ def test_cli_main_with_scripted_policies(tmp_path, monkeypatch, capsys, shared_d
     out, episodes = tmp_path / "report.json", tmp_path / "episodes.jsonl"
     code = main(
         [
-            "--actor", "team_mod:actor", "--actor-backend", "scripted",
-            "--hint", "team_mod:hint", "--hint-backend", "scripted",
+            "--actor", "scripted:team_mod:actor",
+            "--hint", "scripted:team_mod:hint",
             "--datasets", "sample,aime24", "--limit", "5",
             "--output", str(out), "--episodes-out", str(episodes),
         ]
@@ -238,16 +240,18 @@ def test_cli_main_with_scripted_policies(tmp_path, monkeypatch, capsys, shared_d
         "aime24": 1.0,
     }
     lines = [json.loads(line) for line in episodes.read_text().splitlines()]
-    assert len(lines) == 10 and {line["dataset"] for line in lines} == {"sample", "aime24"}
+    assert len(lines) == 10 and {line["benchmark"] for line in lines} == {"sample", "aime24"}
     assert all(line["correct"] == 1.0 for line in lines)
     printed = capsys.readouterr().out
     assert "math_hint-v0" in printed and re.search(r"aime24\s+100\.0\s+5", printed)
 
 
 def test_cli_errors_are_clear():
-    with pytest.raises(SystemExit, match="--actor MODEL is required"):
+    with pytest.raises(SystemExit, match="no policy given: name the team"):
         main(["--datasets", "sample"])
     with pytest.raises(SystemExit, match="not both"):
-        main(["--actor", "m", "--hint", "h", "--critic", "c"])
-    with pytest.raises(SystemExit, match="module:function"):
-        main(["--actor", "no_colon", "--actor-backend", "scripted", "--datasets", "sample"])
+        main(["--actor", "scripted:m:f", "--hint", "scripted:m:h", "--critic", "scripted:m:c"])
+    with pytest.raises(SystemExit, match="scripted:MODULE:FUNCTION"):
+        main(["--actor", "scripted:no_colon", "--datasets", "sample"])
+    with pytest.raises(SystemExit, match="bad policy spec 'gpt-4o'"):
+        main(["--actor", "gpt-4o", "--datasets", "sample"])

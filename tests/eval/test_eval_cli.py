@@ -1,0 +1,165 @@
+"""``llm-marl eval``: families, any env, policy specs, sampling flags, outputs and clear errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+
+import pytest
+
+from llm_marl.cli import main as top_main
+from llm_marl.eval.cli import main
+
+
+@pytest.fixture
+def team(tmp_path, monkeypatch):
+    """A module of scripted agents (``scripted:cli_team:NAME``) that records what it is asked."""
+    (tmp_path / "cli_team.py").write_text(
+        textwrap.dedent(
+            """
+            import re
+            import llm_marl
+            from llm_marl.policies import Completion
+
+            TASKS = llm_marl.make("humaneval_single-v0").unwrapped.tasks
+            SEEN = []
+
+            def coder(conv):
+                text = conv[0]["content"]
+                (task,) = [t for t in TASKS if t["prompt"].strip() in text]
+                return task["prompt"] + task["canonical_solution"]
+
+            def left(conv):
+                t = int(re.search(r"Target: (\\d+)", conv[-1]["content"]).group(1))
+                return str(max(0, t - 2))
+
+            def right(conv):
+                t = int(re.search(r"Target: (\\d+)", conv[-1]["content"]).group(1))
+                return str(min(2, t))
+
+            class Recorder:
+                trainable = False
+
+                def __init__(self, name, text):
+                    self.name, self.text = name, text
+
+                def generate(self, conversations, sampling, contexts=None):
+                    SEEN.append((self.name, sampling))
+                    return [Completion(self.text) for _ in conversations]
+
+            ACTOR = Recorder("actor", "\\\\boxed{1}")
+            HINT = Recorder("hint", "think")
+            CODER = Recorder("coder", "no code")
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+    import sys
+
+    sys.modules.pop("cli_team", None)
+    return importlib.import_module("cli_team")
+
+
+def test_help_lists_families_roles_and_spec_forms_but_not_vllm(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    text = capsys.readouterr().out
+    for word in ("--family", "{coding,math}", "--env", "--agent", "--actor", "--hint", "--critic",
+                 "--helper", "--main", "--coder", "--k", "--env-arg", "--episodes-out",
+                 "hf:PATH", "openai:MODEL", "scripted:MODULE:FUNCTION"):  # fmt: skip
+        assert word in text, word
+    assert "vllm" not in text.lower() and "backend" not in text
+
+
+def test_coding_family_end_to_end(team, tmp_path, capsys):
+    out, episodes = tmp_path / "report.json", tmp_path / "episodes.jsonl"
+    code = top_main(
+        ["eval", "--coder", "scripted:cli_team:coder", "--benchmarks", "humaneval", "--limit", "4",
+         "--samples", "2", "--k", "1,2", "--temperature", "0.8",
+         "--env-arg", "sandbox=process", "--output", str(out), "--episodes-out", str(episodes)]
+    )  # fmt: skip
+    assert code == 0
+    report = json.loads(out.read_text())
+    b = report["benchmarks"]["humaneval"]
+    assert report["env_id"] == "humaneval_single-v0" and report["k"] == [1, 2]
+    assert b["pass@1"] == b["pass@2"] == 1.0 and b["num_episodes"] == 8
+    assert report["env_kwargs"] == {"sandbox": "process"}
+    lines = [json.loads(line) for line in episodes.read_text().splitlines()]
+    assert len(lines) == 8 and all(r["success"] for r in lines)
+    printed = capsys.readouterr().out
+    assert re.search(r"humaneval\s+100\.0\s+100\.0\s+4\s+0\s+2\.100\s+100%", printed)
+
+    assert main(["--env", "humaneval_single-v0", "--coder", "scripted:cli_team:coder",
+                 "--limit", "2", "--env-arg", "sandbox=process", "--no-progress"]) == 0  # fmt: skip
+    assert re.search(r"humaneval_single-v0\s+100\.0\s+2\s+0", capsys.readouterr().out)
+
+
+def test_sampling_flags_reach_each_agent(team):
+    main(["--actor", "scripted:cli_team:ACTOR", "--hint", "scripted:cli_team:HINT",
+          "--datasets", "sample", "--limit", "2", "--no-progress"])  # fmt: skip
+    seen = {name: s for name, s in team.SEEN}
+    assert (seen["actor"].max_new_tokens, seen["actor"].temperature) == (2048, 0.0)
+    assert (seen["hint"].max_new_tokens, seen["hint"].temperature) == (768, 0.0)
+    team.SEEN.clear()
+    main(["--actor", "scripted:cli_team:ACTOR", "--hint", "scripted:cli_team:HINT",
+          "--datasets", "sample", "--limit", "2", "--max-new-tokens", "100",
+          "--collaborator-max-new-tokens", "50", "--temperature", "0.5", "--top-p", "0.9",
+          "--samples", "2", "--no-progress"])  # fmt: skip
+    seen = {name: s for name, s in team.SEEN}
+    assert (seen["actor"].max_new_tokens, seen["actor"].temperature) == (100, 0.5)
+    assert (seen["hint"].max_new_tokens, seen["hint"].top_p) == (50, 0.9)
+    team.SEEN.clear()
+    main(["--agent", "coder=scripted:cli_team:CODER", "--benchmarks", "sample", "--limit", "1",
+          "--env-arg", "sandbox=process", "--no-progress"])  # fmt: skip
+    ((name, sampling),) = team.SEEN
+    assert (sampling.max_new_tokens, sampling.temperature, sampling.top_p) == (256, 0.6, 0.6)
+
+
+def test_any_env_with_its_own_config(team, capsys):
+    assert main(["--env", "coordination-v0", "--agent", "left=scripted:cli_team:left",
+                 "--agent", "right=scripted:cli_team:right", "--env-arg", "num_symbols=5",
+                 "--no-progress"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "num_symbols=5" in printed
+    assert re.search(r"coordination-v0\s+77\.8\s+9\s+0", printed)  # targets 7, 8 unreachable
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--datasets", "sample"], "no policy given: name the team"),
+        (["--actor", "scripted:m:a", "--coder", "scripted:m:c"], "belong to no single family"),
+        (["--family", "math", "--env", "humaneval-v0", "--actor", "x"], "not math envs"),
+        (["--agent", "coder"], "--agent expects ROLE=SPEC"),
+        (["--coder", "hf:a", "--agent", "coder=hf:b"], "two policies for the role 'coder'"),
+        (["--coder", "scripted:m:c", "--k", "1,x"], "--k expects comma-separated integers"),
+        (["--main", "scripted:m:c"], "helper\\+main .* or a lone coder"),
+        (["--coder", "gpt-4o"], "bad policy spec 'gpt-4o'"),
+        (["--coder", "vllm:/models/x"], "not available in this version"),
+        (
+            ["--coder", "scripted:cli_team:CODER", "--collaborator-max-new-tokens", "9"],
+            "applies to a math hint/critic",
+        ),
+        (
+            ["--coder", "scripted:cli_team:CODER", "--samples", "2", "--k", "5"],
+            "pass@5 needs at least 5 samples",
+        ),
+        (["--coder", "scripted:cli_team:CODER", "--temperature", "-1"], "temperature must be"),
+        (["--coder", "scripted:cli_team:CODER", "--env-arg", "oops"], "--env-arg expects"),
+        (
+            ["--coder", "scripted:cli_team:CODER", "--env-arg", "sandboxx=process"],
+            "unknown arguments \\['sandboxx'\\]",
+        ),
+        (
+            ["--actor", "scripted:cli_team:ACTOR", "--datasets", "no_such_benchmark"],
+            "no_such_benchmark",
+        ),
+    ],
+)
+def test_user_errors_are_one_line(team, argv, message):
+    with pytest.raises(SystemExit, match=message) as info:
+        main([*argv, "--no-progress"])
+    assert str(info.value).startswith("llm-marl eval: ") and "\n" not in str(info.value)

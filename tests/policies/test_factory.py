@@ -1,0 +1,190 @@
+"""build_policy: every accepted spec form, its options, and clear errors for the rest."""
+
+from __future__ import annotations
+
+import doctest
+import textwrap
+
+import pytest
+
+import llm_marl.policies.factory as factory
+from llm_marl.errors import ConfigError, PolicyError
+from llm_marl.policies import (
+    HFPolicy,
+    OpenAIPolicy,
+    SamplingParams,
+    ScriptedPolicy,
+    build_policy,
+    parse_policy_spec,
+)
+from llm_marl.policies.factory import SPEC_FORMS, PolicySpec
+
+
+@pytest.fixture
+def team_module(tmp_path, monkeypatch):
+    (tmp_path / "factory_team.py").write_text(
+        textwrap.dedent(
+            """
+            from llm_marl.policies import Completion
+
+            def shout(conv):
+                return conv[-1]["content"].upper()
+
+            class Echo:
+                name, trainable = "echo", False
+
+                def generate(self, conversations, sampling, contexts=None):
+                    return [Completion(c[-1]["content"]) for c in conversations]
+
+            ECHO = Echo()
+            NUMBER = 7
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return "factory_team"
+
+
+def test_parse_every_form():
+    assert parse_policy_spec("hf:runs/agentpo/hint") == PolicySpec("hf", "runs/agentpo/hint")
+    assert parse_policy_spec("hf:base,adapter=runs/a,dtype=bfloat16,device=cuda") == PolicySpec(
+        "hf", "base", None, {"adapter": "runs/a", "dtype": "bfloat16", "device": "cuda"}
+    )
+    spec = parse_policy_spec("hf:my,odd,dir,adapter=a,device=cpu")
+    assert spec.target == "my,odd,dir" and spec.options == {"adapter": "a", "device": "cpu"}
+    assert parse_policy_spec("openai:gpt-4o-mini") == PolicySpec("openai", "gpt-4o-mini")
+    spec = parse_policy_spec("openai:Qwen/Qwen2.5-7B@http://10.0.0.2:8000/v1,api_key_env=MY_KEY")
+    assert (spec.target, spec.url, spec.options) == (
+        "Qwen/Qwen2.5-7B",
+        "http://10.0.0.2:8000/v1",
+        {"api_key_env": "MY_KEY"},
+    )
+    assert parse_policy_spec("scripted:pkg.mod:fn,name=x") == PolicySpec(
+        "scripted", "pkg.mod:fn", None, {"name": "x"}
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("", "bad policy spec ''"),
+        ("gpt-4o-mini", "expected one of hf:PATH"),
+        ("Qwen/Qwen2.5-7B", "expected one of"),
+        ("torch:model", "expected one of"),
+        ("hf:", "nothing after 'hf:'"),
+        ("hf:  ", "nothing after"),
+        ("openai:", "nothing after"),
+        ("openai:model@localhost:8000", "must be the server's http\\(s\\) URL"),
+        ("openai:@http://127.0.0.1:1/v1", "nothing after"),
+        ("hf:path,adapterr=x", "unknown option 'adapterr' for hf: policies; accepted"),
+        ("openai:m,adapter=x", "unknown option 'adapter' for openai"),
+        ("hf:path,device=", "option 'device' has no value"),
+        ("hf:path,dtype=a,dtype=b", "given twice"),
+        ("hf:base,adapter=runs/a,b,dtype=bfloat16", "values cannot contain ','"),
+        ("scripted:fn_only", "scripted:MODULE:FUNCTION"),
+        ("scripted:mod:", "scripted:MODULE:FUNCTION"),
+        ("scripted:mod:not-a-name", "scripted:MODULE:FUNCTION"),
+    ],
+)
+def test_bad_specs_name_the_accepted_forms(spec, message):
+    with pytest.raises(ConfigError, match=message):
+        build_policy(spec)
+
+
+def test_bad_types():
+    with pytest.raises(ConfigError, match="a policy spec is a string"):
+        build_policy(3)  # type: ignore[arg-type]
+
+
+def test_vllm_is_not_advertised_and_refused_clearly():
+    assert not any("vllm" in form for form in SPEC_FORMS)
+    assert "vllm" not in (factory.__doc__ or "").lower()
+    for spec in ("vllm:Qwen/Qwen2.5-7B", "vllm:/models/x,dtype=bfloat16"):
+        with pytest.raises(ConfigError, match="not available in this version") as info:
+            build_policy(spec)
+        assert "openai:" in str(info.value)  # says what to do instead
+
+
+def test_scripted(team_module):
+    policy = build_policy(f"scripted:{team_module}:shout")
+    assert isinstance(policy, ScriptedPolicy) and policy.name == f"{team_module}:shout"
+    out = policy.generate([[{"role": "user", "content": "hi"}]], SamplingParams())
+    assert out[0].text == "HI"
+    assert build_policy(f"scripted:{team_module}:shout,name=loud").name == "loud"
+    assert build_policy(f"scripted:{team_module}:shout", name="role").name == "role"
+    echo = build_policy(f"scripted:{team_module}:ECHO")
+    assert echo.name == "echo" and echo.__class__.__name__ == "Echo"
+    with pytest.raises(ConfigError, match="cannot import module 'no_such_module_xyz'"):
+        build_policy("scripted:no_such_module_xyz:fn")
+    with pytest.raises(ConfigError, match="has no attribute 'missing'"):
+        build_policy(f"scripted:{team_module}:missing")
+    with pytest.raises(ConfigError, match="'NUMBER' is a int"):
+        build_policy(f"scripted:{team_module}:NUMBER")
+    with pytest.raises(ConfigError, match="always frozen"):
+        build_policy(f"scripted:{team_module}:shout", trainable=True)
+
+
+def test_openai(monkeypatch):
+    policy = build_policy("openai:tiny@http://127.0.0.1:9/v1,timeout=2.5,max_concurrency=3")
+    assert isinstance(policy, OpenAIPolicy)
+    assert (policy.model, policy.base_url, policy.timeout, policy.max_concurrency) == (
+        "tiny",
+        "http://127.0.0.1:9/v1",
+        2.5,
+        3,
+    )
+    assert policy.name == "tiny" and not policy.trainable
+    policy.close()
+    # A remote server needs a key, read from the variable the spec names.
+    monkeypatch.delenv("LLM_MARL_TEST_KEY", raising=False)
+    remote = "openai:gpt-4o-mini@https://api.example.com/v1,api_key_env=LLM_MARL_TEST_KEY"
+    with pytest.raises(PolicyError, match="LLM_MARL_TEST_KEY is not set"):
+        build_policy(remote)
+    monkeypatch.setenv("LLM_MARL_TEST_KEY", "sk-test")
+    policy = build_policy(remote, name="judge")
+    assert policy.api_key_env == "LLM_MARL_TEST_KEY" and policy.name == "judge"
+    assert policy._headers["Authorization"] == "Bearer sk-test"
+    with pytest.raises(ConfigError, match="timeout='soon' is not a number"):
+        build_policy("openai:tiny@http://127.0.0.1:9/v1,timeout=soon")
+    with pytest.raises(ConfigError, match="timeout must be > 0"):
+        build_policy("openai:tiny@http://127.0.0.1:9/v1,timeout=0")
+    with pytest.raises(ConfigError, match="always frozen"):
+        build_policy("openai:tiny@http://127.0.0.1:9/v1", trainable=True)
+
+
+def test_hf_with_device_dtype_and_adapter(tiny_lm_path, tmp_path):
+    import torch
+    from peft import LoraConfig
+
+    policy = build_policy(f"hf:{tiny_lm_path}", device="cpu", dtype="float32")
+    assert isinstance(policy, HFPolicy) and not policy.trainable
+    assert next(policy.model.parameters()).dtype == torch.float32
+    half = build_policy(f"hf:{tiny_lm_path},dtype=bfloat16", dtype="float32")  # spec wins
+    assert next(half.model.parameters()).dtype == torch.bfloat16
+
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0)
+    trained = HFPolicy(tiny_lm_path, lora_config=lora, name="hint", trainable=True)
+    with torch.no_grad():
+        for p in trained.parameters():
+            p.add_(0.3)
+    trained.save(tmp_path / "hint")
+    prompts, comps = [[1, 30, 31]], [[40, 41, 42]]
+    expected = trained.sequence_logprobs(prompts, comps)[0].detach()
+    loaded = build_policy(f"hf:{tiny_lm_path},adapter={tmp_path / 'hint'},name=hint")
+    assert loaded.name == "hint" and loaded.adapter is not None and not loaded.trainable
+    got = loaded.sequence_logprobs(prompts, comps, reference=False)[0].detach()
+    assert torch.allclose(got, expected, atol=1e-5)
+    assert not torch.allclose(
+        build_policy(f"hf:{tiny_lm_path}").sequence_logprobs(prompts, comps)[0].detach(), expected
+    )
+    assert build_policy(f"hf:{tiny_lm_path}", trainable=True).trainable
+
+    with pytest.raises(ConfigError, match=r"hf:.*no_model_here.*could not load"):
+        build_policy(f"hf:{tmp_path / 'no_model_here'}")
+    with pytest.raises(ConfigError, match="unknown dtype"):
+        build_policy(f"hf:{tiny_lm_path},dtype=float99")
+
+
+def test_module_examples_run():
+    failures, tried = doctest.testmod(factory, verbose=False)
+    assert tried >= 2 and failures == 0
