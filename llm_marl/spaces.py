@@ -77,10 +77,11 @@ class Chat(Space[list]):
     def is_np_flattenable(self) -> bool:
         return False
 
-    def seed(self, seed: int | None = None) -> list[int]:
-        seeds = super().seed(seed)
+    def seed(self, seed: int | None = None) -> int:
+        """Seed the space; the inner text sampler gets a seed drawn from it. Returns the seed."""
+        used: int = super().seed(seed)
         self._text.seed(int(self.np_random.integers(0, 2**31)))
-        return seeds
+        return used
 
     def sample(self, mask: Any = None, probability: Any = None) -> list[dict[str, str]]:
         n = int(self.np_random.integers(1, min(4, self.max_messages) + 1))

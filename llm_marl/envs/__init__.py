@@ -1,10 +1,21 @@
 """Environments: the base class, the registry, wrappers, and every registered env id.
 
 Importing this package registers the built-in envs. Env modules are imported only when an env is
-made (entry points are strings), so ``import llm_marl`` stays fast.
+made (entry points are strings), so ``import llm_marl`` stays fast. The env API and its
+vocabulary (episode, step, ``max_steps``, phase, turn, round) are defined once, in
+:mod:`llm_marl.envs.base`.
 """
 
-from llm_marl.envs.base import LLMParallelEnv, Transition
+from llm_marl.envs.base import (
+    ActionDict,
+    InfoDict,
+    LLMParallelEnv,
+    ObsDict,
+    ResetResult,
+    StepResult,
+    Task,
+    Transition,
+)
 from llm_marl.envs.registration import (
     EnvSpec,
     make,
@@ -15,7 +26,7 @@ from llm_marl.envs.registration import (
     spec,
 )
 from llm_marl.envs.vector import VectorEnv
-from llm_marl.envs.wrappers import ParallelEnvWrapper, TurnLimit
+from llm_marl.envs.wrappers import AnyEnv, ParallelEnvWrapper, StepLimit, TurnLimit
 from llm_marl.errors import InfrastructureError
 
 register(
@@ -34,10 +45,18 @@ from llm_marl.envs import coding as _coding  # noqa: E402, F401
 from llm_marl.envs import math as _math  # noqa: E402, F401
 
 __all__ = [
+    "ActionDict",
+    "AnyEnv",
     "EnvSpec",
+    "InfoDict",
     "InfrastructureError",
     "LLMParallelEnv",
+    "ObsDict",
     "ParallelEnvWrapper",
+    "ResetResult",
+    "StepLimit",
+    "StepResult",
+    "Task",
     "Transition",
     "TurnLimit",
     "VectorEnv",

@@ -20,13 +20,19 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, overload
 
+from llm_marl.envs.base import LLMParallelEnv, check_step_cap
+from llm_marl.envs.vector import VectorEnv
+from llm_marl.envs.wrappers import AnyEnv, ParallelEnvWrapper, StepLimit
 from llm_marl.errors import UnknownEnvError
 
 ENV_ID_RE = re.compile(
     r"^(?:(?P<namespace>[\w.-]+)/)?(?P<name>[\w.]+(?:-[\w.]+)*?)-v(?P<version>\d+)$"
 )
+
+EntryPoint = str | Callable[..., AnyEnv]
+"""``"package.module:ClassName"`` or a callable that returns the env."""
 
 
 @dataclass(frozen=True)
@@ -35,38 +41,55 @@ class EnvSpec:
 
     id: str
     """``[namespace/]name-vN``."""
-    entry_point: str | Callable[..., Any]
+    entry_point: EntryPoint
     """``"package.module:ClassName"`` or a callable returning the env."""
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     """Default constructor arguments; ``make(id, **overrides)`` updates them."""
-    max_episode_steps: int | None = None
-    """If set, ``make`` wraps the env in :class:`~llm_marl.envs.wrappers.TurnLimit`."""
+    max_steps: int | None = None
+    """If set, ``make`` wraps the env in :class:`~llm_marl.envs.wrappers.StepLimit` with this
+    cap on steps per episode (the vocabulary is in :mod:`llm_marl.envs.base`)."""
     description: str = ""
     """One line for ``pprint_registry`` and ``llm-marl list``."""
 
     def __post_init__(self) -> None:
-        match = ENV_ID_RE.match(self.id)
-        if not match:
+        if not isinstance(self.id, str) or not ENV_ID_RE.match(self.id):
             raise ValueError(
                 f"malformed env id {self.id!r}: expected '[namespace/]name-vN', e.g. 'my_task-v0'"
             )
+        if not (callable(self.entry_point) or isinstance(self.entry_point, str)):
+            raise TypeError(
+                f"{self.id}: entry_point must be 'module:Class' or a callable, "
+                f"got {type(self.entry_point).__name__}"
+            )
+        if self.max_steps is not None:
+            object.__setattr__(self, "max_steps", check_step_cap(self.max_steps, "max_steps"))
         object.__setattr__(self, "kwargs", MappingProxyType(dict(self.kwargs)))
 
     @property
     def namespace(self) -> str | None:
-        return ENV_ID_RE.match(self.id).group("namespace")  # type: ignore[union-attr]
+        return self._match().group("namespace")
 
     @property
     def name(self) -> str:
-        return ENV_ID_RE.match(self.id).group("name")  # type: ignore[union-attr]
+        return self._match().group("name")
 
     @property
     def version(self) -> int:
-        return int(ENV_ID_RE.match(self.id).group("version"))  # type: ignore[union-attr]
+        return int(self._match().group("version"))
 
-    def make(self, **kwargs: Any) -> Any:
-        """Build the env with ``self.kwargs`` updated by ``kwargs``."""
+    @property
+    def max_episode_steps(self) -> int | None:
+        """Deprecated name of :attr:`max_steps`."""
+        return self.max_steps
+
+    def make(self, **kwargs: Any) -> AnyEnv:
+        """Build the env with ``self.kwargs`` updated by ``kwargs`` (see :func:`make`)."""
         return make(self, **kwargs)
+
+    def _match(self) -> re.Match[str]:
+        match = ENV_ID_RE.match(self.id)
+        assert match is not None  # checked in __post_init__
+        return match
 
 
 registry: dict[str, EnvSpec] = {}
@@ -77,18 +100,30 @@ _plugins_loaded = False
 
 def register(
     id: str,
-    entry_point: str | Callable[..., Any],
+    entry_point: EntryPoint,
     *,
     kwargs: Mapping[str, Any] | None = None,
-    max_episode_steps: int | None = None,
+    max_steps: int | None = None,
     description: str = "",
+    max_episode_steps: int | None = None,
 ) -> EnvSpec:
-    """Register an environment under ``id``. Re-registering an id replaces it with a warning."""
+    """Register an environment under ``id``. Re-registering an id replaces it with a warning.
+
+    Args:
+        id: ``[namespace/]name-vN``.
+        entry_point: ``"package.module:ClassName"`` or a callable that returns the env.
+        kwargs: default constructor arguments.
+        max_steps: a cap on steps per episode imposed by ``make`` (a
+            :class:`~llm_marl.envs.wrappers.StepLimit`); None leaves the env's own cap.
+        description: one line for ``pprint_registry`` and ``llm-marl list``.
+        max_episode_steps: deprecated name of ``max_steps``.
+    """
+    max_steps = _legacy_max_steps(max_steps, max_episode_steps, "register")
     spec_ = EnvSpec(
         id=id,
         entry_point=entry_point,
         kwargs=kwargs or {},
-        max_episode_steps=max_episode_steps,
+        max_steps=max_steps,
         description=description,
     )
     if id in registry:
@@ -107,30 +142,51 @@ def spec(env_id: str) -> EnvSpec:
     raise _unknown_id_error(env_id)
 
 
-def make(env_id: str | EnvSpec, **kwargs: Any) -> Any:
-    """Build a registered environment: ``make("coop_humaneval-v0", dataset=..., max_turns=2)``."""
+@overload
+def make(env_id: str | EnvSpec, *, max_steps: int, **kwargs: Any) -> StepLimit: ...
+@overload
+def make(env_id: str | EnvSpec, **kwargs: Any) -> AnyEnv: ...
+def make(env_id: str | EnvSpec, *, max_steps: int | None = None, **kwargs: Any) -> AnyEnv:
+    """Build a registered environment: ``make("coop_humaneval-v0", dataset=..., num_rounds=2)``.
+
+    Args:
+        env_id: a registered id (or an :class:`EnvSpec`).
+        max_steps: a cap on steps per episode: the env comes wrapped in
+            :class:`~llm_marl.envs.wrappers.StepLimit`. Default: the spec's ``max_steps`` (none
+            for the built-in ids, whose envs end their episodes themselves).
+        **kwargs: constructor arguments, overriding the spec's ``kwargs``. Unknown names raise
+            with the list of accepted ones. (``max_episode_steps=`` is a deprecated name of
+            ``max_steps``.)
+
+    Returns:
+        An :class:`~llm_marl.envs.base.LLMParallelEnv`, or a wrapper of one (always a
+        :class:`~llm_marl.envs.wrappers.StepLimit` when a cap is given); ``env.unwrapped`` is
+        the env itself and ``env.spec`` the spec it was built from.
+    """
     spec_ = env_id if isinstance(env_id, EnvSpec) else spec(env_id)
+    legacy = kwargs.pop("max_episode_steps", None)
     factory = _load_entry_point(spec_.entry_point, spec_.id)
     merged = {**spec_.kwargs, **kwargs}
-    max_steps = merged.pop("max_episode_steps", None) or spec_.max_episode_steps
+    max_steps = _legacy_max_steps(max_steps, legacy, "make")
+    cap = check_step_cap(max_steps, "max_steps") if max_steps is not None else spec_.max_steps
     _check_kwargs(factory, merged, spec_.id)
     env = factory(**merged)
-    env.spec = replace(spec_, kwargs=merged)
-    if max_steps is not None:
-        from llm_marl.envs.wrappers import TurnLimit
-
-        env = TurnLimit(env, max_steps)
+    if not isinstance(env, LLMParallelEnv | ParallelEnvWrapper):
+        raise TypeError(
+            f"{spec_.id}: the entry point returned a {type(env).__name__}; an llm_marl env is an "
+            "LLMParallelEnv subclass (or a wrapper of one, see llm_marl.envs.wrappers)"
+        )
+    env.spec = replace(spec_, kwargs=merged, max_steps=cap)
+    if cap is not None:
+        return StepLimit(env, cap)
     return env
 
 
 def make_vec(
     env_id: str | EnvSpec, num_envs: int, *, max_workers: int | None = None, **kwargs: Any
-):
+) -> VectorEnv:
     """``num_envs`` independent copies of one env, stepped concurrently (see :class:`VectorEnv`)."""
-    from llm_marl.envs.vector import VectorEnv
-
-    if num_envs < 1:
-        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    num_envs = check_step_cap(num_envs, "num_envs")
     return VectorEnv([make(env_id, **kwargs) for _ in range(num_envs)], max_workers=max_workers)
 
 
@@ -160,7 +216,21 @@ def _unknown_id_error(env_id: str) -> UnknownEnvError:
     )
 
 
-def _load_entry_point(entry_point: str | Callable[..., Any], env_id: str) -> Callable[..., Any]:
+def _legacy_max_steps(max_steps: int | None, legacy: int | None, where: str) -> int | None:
+    """Accept the deprecated ``max_episode_steps=`` (Gymnasium's name) for ``max_steps``."""
+    if legacy is None:
+        return max_steps
+    warnings.warn(
+        f"{where}(max_episode_steps=...) is deprecated; use max_steps=...",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    if max_steps is not None and max_steps != legacy:
+        raise ValueError(f"{where}: max_steps={max_steps} and max_episode_steps={legacy} disagree")
+    return legacy
+
+
+def _load_entry_point(entry_point: EntryPoint, env_id: str) -> Callable[..., AnyEnv]:
     if callable(entry_point):
         return entry_point
     module_name, _, attr = entry_point.partition(":")
@@ -188,7 +258,10 @@ def _check_kwargs(factory: Callable[..., Any], kwargs: Mapping[str, Any], env_id
     accepted = [n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL]
     unknown = [k for k in kwargs if k not in params]
     if unknown:
-        raise TypeError(f"make({env_id!r}) got unknown arguments {unknown}; accepted: {accepted}")
+        raise TypeError(
+            f"make({env_id!r}) got unknown arguments {unknown}; accepted: {accepted} "
+            "(and max_steps, which make applies itself)"
+        )
 
 
 def _load_plugins() -> None:

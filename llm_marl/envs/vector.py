@@ -8,17 +8,20 @@ lists of the usual dicts; an env whose episode has ended is skipped (``None``) u
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
-from pettingzoo import ParallelEnv
+from llm_marl.envs.base import ActionDict, ResetResult, StepResult, check_seed
+from llm_marl.envs.wrappers import AnyEnv
+
+_T = TypeVar("_T")
 
 
 class VectorEnv:
     """A list of envs with batched ``reset``/``step``. Use :func:`llm_marl.make_vec` to build one."""
 
-    def __init__(self, envs: Sequence[ParallelEnv], *, max_workers: int | None = None) -> None:
+    def __init__(self, envs: Sequence[AnyEnv], *, max_workers: int | None = None) -> None:
         if not envs:
             raise ValueError("VectorEnv needs at least one env")
         self.envs = list(envs)
@@ -41,34 +44,45 @@ class VectorEnv:
     def reset(
         self,
         seeds: Sequence[int | None] | int | None = None,
-        options: Sequence[dict[str, Any] | None] | None = None,
-    ) -> list[tuple[dict, dict]]:
+        options: Sequence[Mapping[str, Any] | None] | None = None,
+    ) -> list[ResetResult]:
         """Reset every env. ``seeds`` may be one int (env i gets ``seed + i``) or one per env."""
         n = len(self.envs)
-        if seeds is None or isinstance(seeds, int):
-            seeds = [None if seeds is None else seeds + i for i in range(n)]
-        options = list(options) if options is not None else [None] * n
-        if len(seeds) != n or len(options) != n:
-            raise ValueError(f"need {n} seeds and options, got {len(seeds)} and {len(options)}")
-        return list(
-            self._map(lambda i: self.envs[i].reset(seed=seeds[i], options=options[i]), range(n))
+        if isinstance(seeds, Sequence):
+            seed_list = [check_seed(s) for s in seeds]
+        else:  # one seed (an int, numpy ints included) or None; anything else raises
+            base = check_seed(seeds)
+            seed_list = [None if base is None else base + i for i in range(n)]
+        option_list = list(options) if options is not None else [None] * n
+        if len(seed_list) != n or len(option_list) != n:
+            raise ValueError(
+                f"need {n} seeds and options, got {len(seed_list)} and {len(option_list)}"
+            )
+        return self._map(
+            lambda i: self.envs[i].reset(seed=seed_list[i], options=option_list[i]), range(n)
         )
 
-    def step(self, actions: Sequence[dict[str, str] | None]) -> list[tuple | None]:
+    def step(self, actions: Sequence[ActionDict | None]) -> list[StepResult | None]:
         """Step env i with ``actions[i]``; ``None`` leaves env i alone (its entry is ``None``)."""
         if len(actions) != len(self.envs):
             raise ValueError(f"need {len(self.envs)} action dicts, got {len(actions)}")
         todo = [i for i, a in enumerate(actions) if a is not None]
-        results: list[tuple | None] = [None] * len(self.envs)
-        for i, result in zip(todo, self._map(lambda i: self.envs[i].step(actions[i]), todo)):
+        results: list[StepResult | None] = [None] * len(self.envs)
+
+        def step_one(i: int) -> StepResult:
+            action = actions[i]
+            assert action is not None
+            return self.envs[i].step(action)
+
+        for i, result in zip(todo, self._map(step_one, todo)):
             results[i] = result
         return results
 
-    def _map(self, fn, items):
-        items = list(items)
-        if len(items) <= 1 or self.max_workers <= 1:
-            return [fn(i) for i in items]
-        return list(self.pool.map(fn, items))
+    def _map(self, fn: Callable[[int], _T], items: Iterable[int]) -> list[_T]:
+        todo = list(items)
+        if len(todo) <= 1 or self.max_workers <= 1:
+            return [fn(i) for i in todo]
+        return list(self.pool.map(fn, todo))
 
     def close(self) -> None:
         for env in self.envs:

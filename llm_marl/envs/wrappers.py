@@ -1,8 +1,11 @@
 """Wrappers over :class:`~llm_marl.envs.base.LLMParallelEnv`.
 
 * :class:`ParallelEnvWrapper` — forwards everything; subclasses override what they change.
-* :class:`TurnLimit` — truncate an episode after a number of steps.
+* :class:`StepLimit` — truncate an episode after ``max_steps`` steps (what
+  ``make(env_id, max_steps=N)`` applies; the words are defined in :mod:`llm_marl.envs.base`).
 
+A wrapper reaches its env only through the env's public API (``reset``, ``step``,
+:meth:`~llm_marl.envs.base.LLMParallelEnv.end_episode`, ...), never its private state.
 Wrappers that run policies (:class:`~llm_marl.rollout.FrozenAgents`) live in
 :mod:`llm_marl.rollout`: ``envs`` imports nothing of policies.
 """
@@ -10,15 +13,29 @@ Wrappers that run policies (:class:`~llm_marl.rollout.FrozenAgents`) live in
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
+from gymnasium.spaces import Space
 from pettingzoo import ParallelEnv
+
+from llm_marl.envs.base import (
+    ActionDict,
+    LLMParallelEnv,
+    ResetResult,
+    StepResult,
+    check_step_cap,
+)
 
 
 class ParallelEnvWrapper(ParallelEnv):
-    """Forwards everything to ``env``; subclasses override what they change."""
+    """Forwards everything to ``env`` (an :class:`LLMParallelEnv` or a wrapper of one)."""
 
-    def __init__(self, env: ParallelEnv) -> None:
+    def __init__(self, env: AnyEnv) -> None:
+        if not isinstance(getattr(env, "unwrapped", None), LLMParallelEnv):
+            raise TypeError(
+                f"{type(self).__name__} wraps an LLMParallelEnv (or a wrapper of one), "
+                f"got {type(env).__name__}"
+            )
         self.env = env
 
     def __getattr__(self, name: str) -> Any:
@@ -27,37 +44,40 @@ class ParallelEnvWrapper(ParallelEnv):
         return getattr(self.env, name)
 
     @property
-    def unwrapped(self) -> ParallelEnv:
+    def unwrapped(self) -> LLMParallelEnv:
+        """The innermost env."""
         return self.env.unwrapped
 
     @property
-    def agents(self) -> list[str]:  # type: ignore[override]
+    def agents(self) -> list[str]:
         return self.env.agents
 
     @property
-    def possible_agents(self) -> list[str]:  # type: ignore[override]
+    def possible_agents(self) -> list[str]:
         return self.env.possible_agents
 
     @property
-    def metadata(self) -> dict[str, Any]:  # type: ignore[override]
+    def metadata(self) -> dict[str, Any]:
         return self.env.metadata
 
-    def observation_space(self, agent: str):
+    def observation_space(self, agent: str) -> Space[Any]:
         return self.env.observation_space(agent)
 
-    def action_space(self, agent: str):
+    def action_space(self, agent: str) -> Space[Any]:
         return self.env.action_space(agent)
 
-    def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None):
+    def reset(
+        self, seed: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> ResetResult:
         return self.env.reset(seed=seed, options=options)
 
-    def step(self, actions: Mapping[str, str]):
+    def step(self, actions: ActionDict) -> StepResult:
         return self.env.step(actions)
 
-    def state(self):
+    def state(self) -> dict[str, Any]:
         return self.env.state()
 
-    def render(self):
+    def render(self) -> str | None:
         return self.env.render()
 
     def close(self) -> None:
@@ -67,32 +87,42 @@ class ParallelEnvWrapper(ParallelEnv):
         return f"<{type(self).__name__}{self.env!r}>"
 
 
-class TurnLimit(ParallelEnvWrapper):
-    """Truncate every agent once ``max_steps`` env steps have been taken in an episode."""
+AnyEnv: TypeAlias = LLMParallelEnv | ParallelEnvWrapper
+"""What :func:`llm_marl.make` returns: an env, or a wrapper whose ``unwrapped`` is one."""
 
-    def __init__(self, env: ParallelEnv, max_steps: int) -> None:
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+
+class StepLimit(ParallelEnvWrapper):
+    """Truncate the episode once ``max_steps`` steps of this wrapper have been taken.
+
+    The step that reaches the cap reports ``truncations[agent] = True`` for every agent (unless
+    the env terminated the episode in that very step) and ends the episode through
+    :meth:`~llm_marl.envs.base.LLMParallelEnv.end_episode`. ``step_count`` counts this wrapper's
+    steps (over :class:`~llm_marl.rollout.FrozenAgents`, steps the frozen agents take inside
+    one outer step are not counted).
+    """
+
+    def __init__(self, env: AnyEnv, max_steps: int) -> None:
         super().__init__(env)
-        self.max_steps = int(max_steps)
-        self._steps = 0
+        self.max_steps = check_step_cap(max_steps, "max_steps")
+        self.step_count = 0
 
-    def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None):
-        self._steps = 0
-        return self.env.reset(seed=seed, options=options)
+    def reset(
+        self, seed: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> ResetResult:
+        result = self.env.reset(seed=seed, options=options)
+        self.step_count = 0
+        return result
 
-    def step(self, actions: Mapping[str, str]):
+    def step(self, actions: ActionDict) -> StepResult:
         obs, rewards, terms, truncs, infos = self.env.step(actions)
-        self._steps += 1
-        if self._steps >= self.max_steps and self.env.agents:
-            truncs = {a: True for a in truncs}
-            for a in infos:
-                infos[a]["active"] = False
-            self._force_end()
+        self.step_count += 1
+        if self.step_count >= self.max_steps and self.env.agents:
+            truncs = dict.fromkeys(truncs, True)
+            for info in infos.values():
+                info["active"] = False
+            self.env.unwrapped.end_episode()
         return obs, rewards, terms, truncs, infos
 
-    def _force_end(self) -> None:
-        env = self.env.unwrapped
-        env.agents = []
-        if hasattr(env, "_active"):
-            env._active = set()
+
+TurnLimit = StepLimit
+"""Deprecated name of :class:`StepLimit` (it counts steps, not turns)."""

@@ -122,9 +122,6 @@ def test_bad_constructor_input():
         FlakyEnv(tasks=[{"task_id": 1}, {"task_id": 1}])
     with pytest.raises(ValueError, match="render_mode"):
         FlakyEnv(render_mode="rgb_array")
-    env = FlakyEnv()
-    with pytest.raises(KeyError, match="unknown task_id"):
-        env.reset(options={"task_id": "nope"})
 
 
 def test_spaces():

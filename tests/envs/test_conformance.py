@@ -19,11 +19,24 @@ def test_registry_has_the_builtin_envs():
     assert {"coordination-v0", "referential-v0"} <= set(ENV_IDS)
 
 
+# parallel_api_test checks that reset accepts arbitrary options ({"options": 1}); the envs accept
+# and ignore such keys with a warning (see LLMParallelEnv.reset).
+@pytest.mark.filterwarnings("ignore:.*reset ignores the option")
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_parallel_api(env_id):
     env = llm_marl.make(env_id)
     try:
         parallel_api_test(env, num_cycles=200)
+    finally:
+        env.close()
+
+
+@pytest.mark.filterwarnings("ignore:.*reset ignores the option")
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_parallel_api_under_a_step_limit(env_id):
+    env = llm_marl.make(env_id, max_steps=1)
+    try:
+        parallel_api_test(env, num_cycles=20)
     finally:
         env.close()
 
@@ -58,7 +71,7 @@ def test_contract(env_id):
             assert isinstance(env.observation_space(agent), Chat)
             assert isinstance(env.action_space(agent), Text)
             assert env.observation_space(agent).contains(obs[agent]), obs[agent]
-            for key in ("active", "task_id", "turn", "reward_components", "error"):
+            for key in ("active", "task_id", "step_count", "reward_components", "error"):
                 assert key in infos[agent], key
         assert any(infos[a]["active"] for a in env.agents), "someone must act first"
         steps = 0

@@ -71,7 +71,7 @@ class _TwoTurns(LLMParallelEnv):
         self.set_active(["solo"])
 
     def transition(self, actions):
-        if self.turn < 2:
+        if self.step_count < 2:
             self.say("solo", "again")
             self.set_active(["solo"])
             return Transition()

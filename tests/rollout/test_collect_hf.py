@@ -121,7 +121,7 @@ def test_multi_turn_stream_continues_with_env_tokens_masked(two_policies, tmp_pa
             self.set_active(["solo"])
 
         def transition(self, actions):
-            if self.turn == 1:
+            if self.step_count == 1:
                 self.say("solo", "feedback: try again")
                 self.set_active(["solo"])
                 return Transition(reward=0.0)

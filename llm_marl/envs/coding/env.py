@@ -7,10 +7,10 @@ The ``*_single-v0`` variants are the paper's single-agent baseline.
 Roles
     ``helper`` writes an auxiliary function ``aux(...)``; ``main`` writes the task's entry-point
     function and may call ``aux`` but must not redefine it. Both act simultaneously in every
-    turn. In ``*_single-v0`` one agent, ``coder``, writes everything.
+    round. In ``*_single-v0`` one agent, ``coder``, writes everything.
 Observation
     Each agent's own conversation: its role prompt with the problem (a function stub with a
-    docstring), then, in multi-turn mode, feedback after each turn. An agent never sees its
+    docstring), then, in multi-round mode, feedback after each round. An agent never sees its
     partner's code nor any scoring test (Dec-POMDP).
 Action
     Any text; the code is read out of it (Markdown fences, ``<think>`` blocks and prose are
@@ -36,14 +36,15 @@ Reward (joint, every agent; MAGRPO's code levels, weights in :class:`CodeRewardC
     terms are ``infos[agent]["reward_components"]``; ``infos`` also carry ``tests_passed``,
     ``tests_total``, ``pass_rate``, ``syntax_ok`` and ``program``. See
     :mod:`~llm_marl.envs.coding.rewards` for the exact rules.
-Multi-turn (``max_turns > 1``)
-    After every turn except the last, each agent reads feedback on the joint program: whether its
-    own and its partner's functions are defined, its own syntax errors, a runtime error raised
-    while loading the program, and the feedback tests that failed with their errors. The test
-    units are split once per task (seeded by the task id): ``feedback_fraction`` of them
-    (default 0.25, at least one) are feedback tests, the others score. Scoring tests are never
-    shown. Every turn is rewarded on the scoring tests (MAGRPO trains on per-turn returns).
-    With ``max_turns == 1`` all units score.
+Multi-round (``num_rounds > 1``)
+    An episode is ``num_rounds`` write -> feedback rounds, one env step each (the vocabulary is in
+    :mod:`llm_marl.envs.base`). After every round except the last, each agent reads feedback on
+    the joint program: whether its own and its partner's functions are defined, its own syntax
+    errors, a runtime error raised while loading the program, and the feedback tests that failed
+    with their errors. The test units are split once per task (seeded by the task id):
+    ``feedback_fraction`` of them (default 0.25, at least one) are feedback tests, the others
+    score. Scoring tests are never shown. Every round is rewarded on the scoring tests (MAGRPO
+    trains on per-step returns). With ``num_rounds == 1`` all units score.
 Datasets (``dataset=``, ``split=``; see :mod:`~llm_marl.envs.coding.datasets`)
     ``coop_humaneval-v0``: CoopHumanEval (82 problems) from
     ``$LLM_MARL_DATA_DIR/coophumaneval/che_raw.json``; offline without it, the 16-problem bundled
@@ -140,17 +141,19 @@ class CodeCollabEnv(LLMParallelEnv):
     Args:
         tasks: task dicts (``task_id``, ``prompt``, ``test``, ``entry_point``) instead of a dataset.
         benchmark: ``"coophumaneval"``, ``"humaneval"`` or ``"mbpp"``: the default data and the
-            meaning of ``split`` (set by the registered id).
+            meaning of ``split`` (default: the class's ``default_benchmark``; each registered id
+            has its own class, so ``metadata["name"]`` is right on the class too).
         dataset: a dataset name, local file, Hugging Face id or task list (default: the
             benchmark's offline source, see :mod:`~llm_marl.envs.coding.datasets`).
         split: ``"all"``, ``"train"``, ``"eval"``, ``"a:b"`` (or a hub split spec for hub ids).
-        max_turns: turns per episode; ``> 1`` turns on feedback and revision.
+        num_rounds: write -> feedback rounds per episode (one step each); ``> 1`` turns on
+            feedback and revision.
         sandbox: ``"auto"`` (``$LLM_MARL_SANDBOX``, else Docker when reachable with its image,
             else the process sandbox), ``"docker"``, ``"process"``, or a Sandbox instance (owned
             by the caller; :meth:`close` leaves it running).
         reward: a :class:`~llm_marl.envs.coding.rewards.CodeRewardConfig` or a dict of weights.
-        feedback_fraction: share of each task's test units shown as feedback in multi-turn mode
-            (default 0.25 when ``max_turns > 1``, else 0: every unit scores).
+        feedback_fraction: share of each task's test units shown as feedback in multi-round mode
+            (default 0.25 when ``num_rounds > 1``, else 0: every unit scores).
         timeout: seconds allowed for one run of the program with all its tests.
         render_mode: ``"ansi"`` or ``"human"``.
 
@@ -162,32 +165,34 @@ class CodeCollabEnv(LLMParallelEnv):
     metadata = {"name": "coop_humaneval-v0"}
     possible_agents = ["helper", "main"]
     single_agent = False
+    default_benchmark = "coophumaneval"
 
     def __init__(
         self,
         tasks: Sequence[Task] | None = None,
         *,
-        benchmark: str = "coophumaneval",
+        benchmark: str | None = None,
         dataset: str | Sequence[Task] | None = None,
         split: str = "all",
-        max_turns: int = 1,
+        num_rounds: int = 1,
         sandbox: str | Sandbox = "auto",
         reward: CodeRewardConfig | dict[str, Any] | None = None,
         feedback_fraction: float | None = None,
         timeout: float = 10.0,
         render_mode: str | None = None,
     ) -> None:
+        benchmark = self.default_benchmark if benchmark is None else benchmark
         if benchmark not in ENV_NAMES:
             raise ValueError(f"unknown benchmark {benchmark!r}; choose one of {sorted(ENV_NAMES)}")
-        if not isinstance(max_turns, int) or max_turns < 1:
-            raise ValueError(f"max_turns must be an int >= 1, got {max_turns!r}")
+        if not isinstance(num_rounds, int) or num_rounds < 1:
+            raise ValueError(f"num_rounds must be an int >= 1, got {num_rounds!r}")
         if feedback_fraction is None:
-            feedback_fraction = 0.0 if max_turns == 1 else DEFAULT_FEEDBACK_FRACTION
+            feedback_fraction = 0.0 if num_rounds == 1 else DEFAULT_FEEDBACK_FRACTION
         if not 0.0 <= float(feedback_fraction) < 1.0:
             raise ValueError(f"feedback_fraction must be in [0, 1), got {feedback_fraction!r}")
-        if max_turns == 1 and feedback_fraction > 0:
+        if num_rounds == 1 and feedback_fraction > 0:
             raise ValueError(
-                "feedback_fraction > 0 needs max_turns > 1: with one turn nobody reads feedback, "
+                "feedback_fraction > 0 needs num_rounds > 1: with one round nobody reads feedback, "
                 "and the withheld tests would only shrink the scoring set"
             )
         if not float(timeout) > 0:
@@ -203,7 +208,7 @@ class CodeCollabEnv(LLMParallelEnv):
                 f"got {type(sandbox).__name__}"
             )
         self.benchmark = benchmark
-        self.max_turns = max_turns
+        self.num_rounds = num_rounds
         self.feedback_fraction = float(feedback_fraction)
         self.timeout = float(timeout)
         self.reward_config = CodeRewardConfig.coerce(reward)
@@ -217,7 +222,7 @@ class CodeCollabEnv(LLMParallelEnv):
         loaded, self.dataset_source = load_tasks(
             benchmark, tasks if tasks is not None else dataset, split
         )
-        super().__init__(loaded, max_steps=max_turns, render_mode=render_mode)
+        super().__init__(loaded, max_steps=num_rounds, render_mode=render_mode)
 
     # ------------------------------------------------------------------ public helpers
     @property
@@ -308,7 +313,7 @@ class CodeCollabEnv(LLMParallelEnv):
         )
         reward, components = code_reward(facts, self.reward_config, single_agent=self.single_agent)
 
-        done = self.turn >= self.max_turns
+        done = self.step_count >= self.num_rounds
         if not done:
             main_parses = main_block is not None and main_block.parses
             aux_called = facts.aux_called if main_parses and not self.single_agent else None
@@ -391,8 +396,8 @@ class CodeCollabEnv(LLMParallelEnv):
             partner = None if self.single_agent else ("main" if agent == "helper" else "helper")
             report = prompts.FeedbackReport(
                 entry_point=entry,
-                turn=self.turn,
-                max_turns=self.max_turns,
+                turn=self.step_count,
+                max_turns=self.num_rounds,
                 own_role=agent,
                 own_defined=sub.defines_with_return(own_fn),
                 own_syntax_error=own_syntax[agent],
@@ -418,6 +423,35 @@ class CodeSingleEnv(CodeCollabEnv):
     metadata = {"name": "coop_humaneval_single-v0"}
     possible_agents = ["coder"]
     single_agent = True
+
+
+# One class per registered id, so that the class's metadata["name"] is that id.
+class HumanEvalEnv(CodeCollabEnv):
+    """``humaneval-v0``: helper + main on the 164 HumanEval problems."""
+
+    metadata = {"name": "humaneval-v0"}
+    default_benchmark = "humaneval"
+
+
+class MBPPEnv(CodeCollabEnv):
+    """``mbpp-v0``: helper + main on MBPP."""
+
+    metadata = {"name": "mbpp-v0"}
+    default_benchmark = "mbpp"
+
+
+class HumanEvalSingleEnv(CodeSingleEnv):
+    """``humaneval_single-v0``: one coder on HumanEval."""
+
+    metadata = {"name": "humaneval_single-v0"}
+    default_benchmark = "humaneval"
+
+
+class MBPPSingleEnv(CodeSingleEnv):
+    """``mbpp_single-v0``: one coder on MBPP."""
+
+    metadata = {"name": "mbpp_single-v0"}
+    default_benchmark = "mbpp"
 
 
 def _last_line(error: str | None) -> str:

@@ -66,8 +66,8 @@ Evaluation: :func:`llm_marl.eval.math.math_eval` with ``critic_policy=``.
 
 from __future__ import annotations
 
-from llm_marl.envs.base import Transition
-from llm_marl.envs.math.env import MathEnv
+from llm_marl.envs.base import Task, Transition
+from llm_marl.envs.math.env import Graded, MathEnv, check_math_task
 from llm_marl.envs.math.prompts import CRITIC_PROMPTS
 
 
@@ -86,12 +86,17 @@ class MathCriticEnv(MathEnv):
         "revise_system": frozenset(),
         "revise_user": frozenset({"problem", "draft", "critique"}),
     }
-    num_steps = 3
+    max_steps = 3
+    _draft: str | None = None
+    """The actor's draft (phase 1) of the current episode."""
+    _draft_grade: Graded | None = None
+    """The draft's grade: the final step reports whether the critique changed the outcome."""
 
-    def _begin(self, problem: str) -> None:
-        self._draft: str | None = None
+    def setup_episode(self, task: Task) -> None:
+        check_math_task(task, type(self).__name__)
+        self._draft = None
         self._draft_grade = None
-        self._ask("actor", "actor", problem=problem)
+        self._ask("actor", "actor", problem=task["problem"])
         self.set_active(["actor"])
 
     def transition(self, actions: dict[str, str]) -> Transition:
@@ -114,8 +119,10 @@ class MathCriticEnv(MathEnv):
             self._ask("critic", "critic", problem=problem, draft=self._draft)
             self.set_active(["critic"])
             return Transition()
+        draft = self._draft_grade
+        assert draft is not None  # graded when the draft came in
         transition = self._grade_final(
-            actions["actor"], extra={"draft_correct": float(self._counts(self._draft_grade))}
+            actions["actor"], extra={"draft_correct": float(self._counts(draft))}
         )
-        transition.infos[self.actor]["draft_answer"] = self._draft_grade.answer
+        transition.infos[self.actor]["draft_answer"] = draft.answer
         return transition

@@ -193,7 +193,7 @@ def _load_benchmark(name: str, bench: Benchmark, split: str | None) -> list[dict
     if bench.hub_id is None:
         raise DataError(f"{name}: {where}, and it has no Hugging Face copy")
     try:
-        records = _load_hub(bench, split)
+        records = _load_hub(bench, bench.hub_id, split)
     except DataError as err:
         raise DataError(
             f"cannot load benchmark {name!r} ({split}): {where}, and the Hugging Face copy "
@@ -204,17 +204,17 @@ def _load_benchmark(name: str, bench: Benchmark, split: str | None) -> list[dict
     return _to_tasks(records, name, name)
 
 
-def _load_hub(bench: Benchmark, split: str) -> list[dict[str, Any]]:
+def _load_hub(bench: Benchmark, hub_id: str, split: str) -> list[dict[str, Any]]:
     hub_split = (bench.hub_splits or {}).get(split, split)
     if bench.hub_config is None:
-        return load_records(bench.hub_id, hub_split)
+        return load_records(hub_id, hub_split)
     # load_records takes no config name; the few hub sets that need one are loaded here.
     try:
         import datasets
     except ImportError as err:
         raise DataError("the datasets package is missing (pip install 'llm-marl[data]')") from err
     try:
-        ds = datasets.load_dataset(bench.hub_id, bench.hub_config, split=hub_split)
+        ds = datasets.load_dataset(hub_id, bench.hub_config, split=hub_split)
     except Exception as err:  # offline, unknown id or split: all reported the same way
         raise DataError(str(err)) from err
     return [dict(r) for r in ds]

@@ -31,10 +31,16 @@ from typing import Any, ClassVar
 
 from llm_marl.envs.base import InfrastructureError, LLMParallelEnv, Task, Transition
 from llm_marl.envs.math.prompts import fill, resolve_prompts
+from llm_marl.errors import DataError
 
 
-class MathEnv(LLMParallelEnv):
-    """Base of the math envs. Subclasses set the class attributes and the two hooks."""
+class MathEnv(LLMParallelEnv, abstract=True):
+    """Base of the math envs: tasks, prompts and grading.
+
+    Subclasses set the class attributes (``metadata``, ``possible_agents``, ``collaborator``,
+    ``default_prompts``, ``prompt_fields`` and ``max_steps``, the number of phases) and implement
+    the two hooks; their ``setup_episode`` checks the task with :func:`check_math_task`.
+    """
 
     actor: ClassVar[str] = "actor"
     """The agent whose final answer is graded."""
@@ -44,8 +50,6 @@ class MathEnv(LLMParallelEnv):
     """Prompt key -> default template (see :mod:`llm_marl.envs.math.prompts`)."""
     prompt_fields: ClassVar[Mapping[str, frozenset[str]]] = {}
     """Prompt key -> the placeholders the env can fill in it."""
-    num_steps: ClassVar[int] = 1
-    """Env steps of one episode (the phases)."""
 
     def __init__(
         self,
@@ -80,25 +84,16 @@ class MathEnv(LLMParallelEnv):
             self.default_prompts, prompts, self.prompt_fields, self.metadata["name"]
         )
         if tasks is not None:
-            tasks = [_check_task(t, i, type(self).__name__) for i, t in enumerate(tasks)]
+            tasks = [check_math_task(t, type(self).__name__, i) for i, t in enumerate(tasks)]
             if limit is not None:
                 tasks = tasks[:limit]
-        super().__init__(tasks, max_steps=self.num_steps, render_mode=render_mode)
+        super().__init__(tasks, render_mode=render_mode)
 
     def default_tasks(self) -> list[Task]:
         """The tasks of ``dataset``/``split``/``limit`` (default: the bundled offline sample)."""
         from llm_marl.envs.math.datasets import load_math_tasks
 
         return load_math_tasks(self.dataset, self.split, self.limit)
-
-    def setup_episode(self, task: Task) -> None:
-        # Tasks given through reset(options={"task": ...}) skip the constructor's check.
-        self.task = _check_task(task, 0, type(self).__name__)
-        self._begin(self.task["problem"])
-
-    def _begin(self, problem: str) -> None:
-        """Post the first prompts and choose who acts first (subclasses)."""
-        raise NotImplementedError
 
     # ------------------------------------------------------------------ helpers for subclasses
     def _ask(self, agent: str, prompt: str, **values: str) -> None:
@@ -123,7 +118,7 @@ class MathEnv(LLMParallelEnv):
             infos={
                 self.actor: {
                     "answer": result.answer,
-                    "reference": self.task["answer"],
+                    "reference": str(self.task["answer"]),
                     "correct": bool(correct),
                     "grade_reason": result.reason,
                     "malformed": not result.boxed,
@@ -131,20 +126,23 @@ class MathEnv(LLMParallelEnv):
             },
         )
 
-    def _counts(self, result: _Graded) -> bool:
+    def _counts(self, result: Graded) -> bool:
         """Whether a graded completion counts as correct (``require_boxed`` applied)."""
         return result.correct and (result.boxed or not self.require_boxed)
 
-    def _grade(self, completion: str) -> _Graded:
+    def _grade(self, completion: str) -> Graded:
         from llm_marl.tools.grading import grade
         from llm_marl.tools.grading.extract import last_boxed
 
-        kwargs = {} if self.grading_timeout is None else {"timeout": self.grading_timeout}
+        reference = str(self.task["answer"])
         try:
-            result = grade(completion, self.task["answer"], **kwargs)
+            if self.grading_timeout is None:
+                result = grade(completion, reference)
+            else:
+                result = grade(completion, reference, timeout=self.grading_timeout)
         except Exception as err:  # a grader bug must not be learned from as a wrong answer
             raise InfrastructureError(f"math grader failed: {type(err).__name__}: {err}") from err
-        return _Graded(
+        return Graded(
             correct=bool(result.correct),
             answer=result.extracted,
             reason=result.reason,
@@ -153,21 +151,42 @@ class MathEnv(LLMParallelEnv):
 
 
 @dataclass(frozen=True)
-class _Graded:
+class Graded:
+    """A graded completion: whether it counts, the extracted answer, and whether it was boxed."""
+
     correct: bool
     answer: str | None
     reason: str
     boxed: bool
 
 
-def _check_task(task: Any, index: int, owner: str) -> Task:
+def check_math_task(task: Any, owner: str, index: int | None = None) -> Task:
+    """``task`` checked as a math task, as a normalised copy (``answer`` as text).
+
+    A math task is a dict with ``task_id``, ``problem`` (text) and ``answer`` (the reference:
+    text or a number). Raises ``TypeError`` / :class:`~llm_marl.errors.DataError` (a
+    ``ValueError``) naming what is wrong; ``owner`` and ``index`` say where the task came from.
+    Every math env's ``setup_episode`` calls it: tasks given through
+    ``reset(options={"task": ...})`` skip the constructor's check.
+    """
+    which = "the task" if index is None else f"task #{index}"
     if not isinstance(task, Mapping):
-        raise TypeError(f"{owner}: task #{index} must be a dict, got {type(task).__name__}")
+        raise TypeError(f"{owner}: {which} must be a dict, got {type(task).__name__}")
     missing = [k for k in ("task_id", "problem", "answer") if k not in task]
     if missing:
-        raise ValueError(
-            f"{owner}: task #{index} lacks {missing} (keys: {sorted(task)}); a math task needs "
-            "'task_id', 'problem' and 'answer' (the reference, as text)"
+        raise DataError(
+            f"{owner}: {which} lacks {missing} (keys: {sorted(map(str, task))}); a math task "
+            "needs 'task_id', 'problem' and 'answer' (the reference, as text)"
+        )
+    if not isinstance(task["problem"], str):
+        raise DataError(
+            f"{owner}: {which} has a {type(task['problem']).__name__} 'problem'; it must be text"
+        )
+    answer = task["answer"]
+    if isinstance(answer, bool) or not isinstance(answer, str | int | float):
+        raise DataError(
+            f"{owner}: {which} has a {type(answer).__name__} 'answer'; the reference answer must "
+            "be text or a number"
         )
     task = dict(task)
     task["answer"] = str(task["answer"])

@@ -54,8 +54,8 @@ model, ``OpenAIPolicy`` or vLLM). Evaluation: :func:`llm_marl.eval.math.math_eva
 
 from __future__ import annotations
 
-from llm_marl.envs.base import Transition
-from llm_marl.envs.math.env import MathEnv
+from llm_marl.envs.base import Task, Transition
+from llm_marl.envs.math.env import MathEnv, check_math_task
 from llm_marl.envs.math.prompts import HINT_PROMPTS
 
 
@@ -72,10 +72,11 @@ class MathHintEnv(MathEnv):
         "actor_system": frozenset(),
         "actor_user": frozenset({"problem", "hint"}),
     }
-    num_steps = 2
+    max_steps = 2
 
-    def _begin(self, problem: str) -> None:
-        self._ask("hint", "hint", problem=problem)
+    def setup_episode(self, task: Task) -> None:
+        check_math_task(task, type(self).__name__)
+        self._ask("hint", "hint", problem=task["problem"])
         self.set_active(["hint"])
 
     def transition(self, actions: dict[str, str]) -> Transition:

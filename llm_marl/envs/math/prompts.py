@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from types import MappingProxyType
 
 PLACEHOLDERS = ("problem", "hint", "draft", "critique")
@@ -122,7 +123,7 @@ def fill(template: str, **values: str) -> str:
 def resolve_prompts(
     defaults: Mapping[str, str],
     overrides: Mapping[str, str | None] | None,
-    allowed_fields: Mapping[str, set[str]],
+    allowed_fields: Mapping[str, AbstractSet[str]],
     env_name: str,
 ) -> dict[str, str]:
     """Merge user ``overrides`` into ``defaults`` and check them.

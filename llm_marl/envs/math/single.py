@@ -42,8 +42,8 @@ Prompts
 
 from __future__ import annotations
 
-from llm_marl.envs.base import Transition
-from llm_marl.envs.math.env import MathEnv
+from llm_marl.envs.base import Task, Transition
+from llm_marl.envs.math.env import MathEnv, check_math_task
 from llm_marl.envs.math.prompts import SINGLE_PROMPTS
 
 
@@ -55,10 +55,11 @@ class MathSingleEnv(MathEnv):
     collaborator = None
     default_prompts = SINGLE_PROMPTS
     prompt_fields = {"actor_system": frozenset(), "actor_user": frozenset({"problem"})}
-    num_steps = 1
+    max_steps = 1
 
-    def _begin(self, problem: str) -> None:
-        self._ask("actor", "actor", problem=problem)
+    def setup_episode(self, task: Task) -> None:
+        check_math_task(task, type(self).__name__)
+        self._ask("actor", "actor", problem=task["problem"])
         self.set_active(["actor"])
 
     def transition(self, actions: dict[str, str]) -> Transition:

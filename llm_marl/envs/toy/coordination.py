@@ -32,12 +32,15 @@ Tasks
 from __future__ import annotations
 
 from llm_marl.envs.base import LLMParallelEnv, Task, Transition
-from llm_marl.envs.toy.parsing import first_symbol
+from llm_marl.envs.toy.parsing import check_target, first_symbol
 
 
 class CoordinationEnv(LLMParallelEnv):
+    """Two agents pick digits that must add up to the target (see the module docstring)."""
+
     metadata = {"name": "coordination-v0"}
     possible_agents = ["left", "right"]
+    max_steps = 1
 
     def __init__(
         self,
@@ -53,7 +56,7 @@ class CoordinationEnv(LLMParallelEnv):
             raise ValueError(f"format_weight must be in [0, 1), got {format_weight}")
         self.num_symbols = num_symbols
         self.format_weight = format_weight
-        super().__init__(tasks, max_steps=1, render_mode=render_mode)
+        super().__init__(tasks, render_mode=render_mode)
 
     def default_tasks(self) -> list[Task]:
         return [
@@ -69,8 +72,9 @@ class CoordinationEnv(LLMParallelEnv):
         return self.format_weight + (1 - self.format_weight) * p
 
     def setup_episode(self, task: Task) -> None:
+        target = check_target(task, 2 * (self.num_symbols - 1), type(self).__name__)
         prompt = (
-            f"Target: {task['target']}. Answer with one digit from 0 to {self.num_symbols - 1}; "
+            f"Target: {target}. Answer with one digit from 0 to {self.num_symbols - 1}; "
             "your partner answers too, and you win if the two digits add up to the target."
         )
         for agent in self.possible_agents:
@@ -79,9 +83,9 @@ class CoordinationEnv(LLMParallelEnv):
 
     def transition(self, actions: dict[str, str]) -> Transition:
         answers = {a: first_symbol(text, self.num_symbols) for a, text in actions.items()}
-        valid = [v is not None for v in answers.values()]
-        fmt = sum(valid) / len(valid)
-        success = float(all(valid) and sum(answers.values()) == int(self.task["target"]))
+        digits = [v for v in answers.values() if v is not None]
+        fmt = len(digits) / len(answers)
+        success = float(len(digits) == len(answers) and sum(digits) == int(self.task["target"]))
         w = self.format_weight
         return Transition(
             reward=w * fmt + (1 - w) * success,

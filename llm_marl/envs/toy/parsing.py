@@ -1,6 +1,12 @@
-"""Reading a symbol out of free text, shared by the toy games."""
+"""What the toy games share: reading a symbol out of free text, and checking a task's target."""
 
 from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from llm_marl.errors import DataError
 
 
 def first_symbol(text: str, num_symbols: int) -> int | None:
@@ -15,3 +21,23 @@ def first_symbol(text: str, num_symbols: int) -> int | None:
             value = ord(ch) - ord("0")
             return value if value < num_symbols else None
     return None
+
+
+def check_target(task: Any, largest: int, owner: str) -> int:
+    """The task's ``target``, an int in ``0..largest``; a :class:`DataError` names what is wrong.
+
+    Tasks given through ``reset(options={"task": ...})`` reach ``setup_episode`` unchecked, so
+    the games check them there.
+    """
+    target = task.get("target") if isinstance(task, dict) else None
+    if isinstance(target, bool) or not isinstance(target, int | np.integer):
+        raise DataError(
+            f"{owner}: task {task.get('task_id')!r} needs an int 'target' in 0..{largest}, "
+            f"got {target!r:.40}"
+        )
+    if not 0 <= int(target) <= largest:
+        raise DataError(
+            f"{owner}: task {task.get('task_id')!r} has target {int(target)}; valid targets are "
+            f"0..{largest}"
+        )
+    return int(target)

@@ -36,12 +36,15 @@ Tasks
 from __future__ import annotations
 
 from llm_marl.envs.base import LLMParallelEnv, Task, Transition
-from llm_marl.envs.toy.parsing import first_symbol
+from llm_marl.envs.toy.parsing import check_target, first_symbol
 
 
 class ReferentialEnv(LLMParallelEnv):
+    """A speaker describes a target digit; a listener must name it (see the module docstring)."""
+
     metadata = {"name": "referential-v0"}
     possible_agents = ["speaker", "listener"]
+    max_steps = 2
 
     def __init__(
         self,
@@ -61,7 +64,7 @@ class ReferentialEnv(LLMParallelEnv):
         self.num_symbols = num_symbols
         self.format_weight = format_weight
         self.max_message_chars = max_message_chars
-        super().__init__(tasks, max_steps=2, render_mode=render_mode)
+        super().__init__(tasks, render_mode=render_mode)
 
     def default_tasks(self) -> list[Task]:
         return [
@@ -73,9 +76,10 @@ class ReferentialEnv(LLMParallelEnv):
         return self.format_weight + (1 - self.format_weight) / self.num_symbols
 
     def setup_episode(self, task: Task) -> None:
+        target = check_target(task, self.num_symbols - 1, type(self).__name__)
         self.say(
             "speaker",
-            f"Object: {task['target']}. Write a short message so that your partner, who cannot "
+            f"Object: {target}. Write a short message so that your partner, who cannot "
             "see the object, can name it.",
         )
         self.set_active(["speaker"])

@@ -31,23 +31,23 @@ def _main(conversation) -> str:
     return _task_of(conversation)["reference_main"]
 
 
-@pytest.mark.parametrize("max_turns", [1, 2])
-def test_collect_runs_coding_episodes(max_turns):
+@pytest.mark.parametrize("num_rounds", [1, 2])
+def test_collect_runs_coding_episodes(num_rounds):
     policies = {"helper": ScriptedPolicy(_helper), "main": ScriptedPolicy(_main)}
     episodes = collect(
         "coop_humaneval-v0",
         policies,
         tasks=TASKS[:3],
         group_size=2,
-        env_kwargs={"dataset": "sample", "sandbox": "process", "max_turns": max_turns},
+        env_kwargs={"dataset": "sample", "sandbox": "process", "num_rounds": num_rounds},
         progress=False,
     )
     assert len(episodes) == 6
     for ep in episodes:
         assert ep.terminated and not ep.truncated and ep.error is None
-        assert len(ep.step_rewards) == max_turns
+        assert len(ep.step_rewards) == num_rounds
         # Turn 1: main is fine but aux does not parse -> main_defined only (syntax fails).
         assert ep.step_rewards[0] == pytest.approx(0.6)
-        if max_turns == 2:
+        if num_rounds == 2:
             assert ep.step_rewards[1] == pytest.approx(4.0)
             assert len(ep.trajectories["helper"].turns) == 2

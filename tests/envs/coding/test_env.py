@@ -176,7 +176,7 @@ def test_runtime_errors_and_timeouts_fail_tests_without_infra_error(sandbox):
 
 
 def test_multi_turn_feedback_never_shows_scoring_tests(sandbox):
-    env = _sample_env(sandbox, max_turns=3)
+    env = _sample_env(sandbox, num_rounds=3)
     task = env.tasks[0]
     feedback_tests, scoring_tests = env.unwrapped.test_split(task)
     assert len(feedback_tests) == 2 and len(scoring_tests) == 4
@@ -269,9 +269,9 @@ def test_copies_share_one_sandbox_and_step_concurrently(sandbox):
 @pytest.mark.parametrize(
     "kwargs, error",
     [
-        ({"max_turns": 0}, "max_turns"),
-        ({"feedback_fraction": 0.5}, "needs max_turns > 1"),
-        ({"max_turns": 2, "feedback_fraction": 1.0}, "feedback_fraction"),
+        ({"num_rounds": 0}, "num_rounds"),
+        ({"feedback_fraction": 0.5}, "needs num_rounds > 1"),
+        ({"num_rounds": 2, "feedback_fraction": 1.0}, "feedback_fraction"),
         ({"sandbox": "vm"}, "sandbox must be one of"),
         ({"sandbox": object()}, "Sandbox instance"),
         ({"timeout": 0}, "timeout"),
