@@ -12,7 +12,7 @@
 
     # any env: name it; --env-arg sets the evaluation's own env config
     llm-marl eval --env coop_humaneval-v0 --agent helper=hf:H --agent main=hf:M \\
-        --env-arg max_turns=1 --episodes-out episodes.jsonl
+        --env-arg num_rounds=1 --episodes-out episodes.jsonl
 
 Policies are spec strings (:mod:`llm_marl.policies.factory`): ``hf:PATH[,adapter=DIR]``,
 ``openai:MODEL[@URL][,api_key_env=VAR]``, ``scripted:MODULE:FUNCTION``. ``--agent ROLE=SPEC``
@@ -86,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="the evaluation's env config, e.g. --env-arg max_turns=1 (repeatable)",
+        help="the evaluation's env config, e.g. --env-arg num_rounds=1 (repeatable)",
     )
 
     team = p.add_argument_group("the team (policy specs)")
@@ -266,7 +266,7 @@ def _ints(text: str | None, flag: str) -> list[int] | None:
 
 
 def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
-    """``["max_turns=1", "sandbox=process"]`` -> ``{"max_turns": 1, "sandbox": "process"}``.
+    """``["num_rounds=1", "sandbox=process"]`` -> ``{"num_rounds": 1, "sandbox": "process"}``.
 
     Values are Python literals where they parse as one (numbers, booleans, lists), else strings.
     """

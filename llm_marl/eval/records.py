@@ -34,7 +34,7 @@ from llm_marl.rollout.types import Episode
 
 # Final-info keys the record stores elsewhere (or that carry nothing at the end of an episode).
 _INFO_KEYS_IN_RECORD = frozenset(
-    {"reward_components", "success", "error", "task_id", "active", "turn"}
+    {"reward_components", "success", "error", "task_id", "active", "step_count"}
 )
 REQUIRED_KEYS = ("benchmark", "task_index", "reward", "error", "success")
 

@@ -20,7 +20,7 @@ from llm_marl.eval.coding import CODE_SAMPLING
 from llm_marl.policies.base import Completion, ScriptedPolicy
 
 SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-TURNS = "max_turns"  # the coding env's turn count argument
+TURNS = "num_rounds"  # the coding env's write -> feedback rounds
 
 
 @pytest.fixture(scope="module")
