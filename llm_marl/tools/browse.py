@@ -299,12 +299,15 @@ _DROP = frozenset(
         "select",
         "input",
         "textarea",
-        "head",
+        "title",
+        "base",
         "link",
         "meta",
         "dialog",
     }
 )
+# Not "head" itself: lxml puts HTML5 elements that follow <title> (<main>, <article>) inside it
+# when a page has no <body> tag, and their text must not be lost.
 _PAGE_CHROME = frozenset({"header", "footer"})
 _BLOCK = frozenset(
     {

@@ -525,7 +525,9 @@ def _validate(value: Any, schema: Mapping[str, Any], path: str) -> str | None:
         return f"{path!r} must be {json.dumps(schema['const'])}, got {_describe(value)}"
     if "enum" in schema and not any(_json_equal(value, v) for v in schema["enum"]):
         allowed = ", ".join(json.dumps(v) for v in schema["enum"])
-        return f"{path!r} must be one of {allowed}; got {_short(json.dumps(value, default=str), 40)}"
+        return (
+            f"{path!r} must be one of {allowed}; got {_short(json.dumps(value, default=str), 40)}"
+        )
     types_ = schema.get("type")
     if types_ is not None:
         names = [types_] if isinstance(types_, str) else list(types_)

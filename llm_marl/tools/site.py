@@ -196,10 +196,11 @@ def _make_handler(state: _SiteState) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def _stop_server(server: _Server, thread: threading.Thread) -> None:
+def _stop_server(server: _Server, thread: threading.Thread, done: threading.Event) -> None:
     server.shutdown()
     server.server_close()
     thread.join(timeout=5)
+    done.set()
 
 
 class LocalSite:
@@ -238,6 +239,7 @@ class LocalSite:
         self.max_links = max_links
         self.idle_timeout = idle_timeout
         self._server: _Server | None = None
+        self._stopped = threading.Event()
         self._finalizer: Any = None
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -258,7 +260,8 @@ class LocalSite:
         )
         thread.start()
         self._server = server
-        self._finalizer = weakref.finalize(self, _stop_server, server, thread)
+        self._stopped = threading.Event()
+        self._finalizer = weakref.finalize(self, _stop_server, server, thread, self._stopped)
         if self.idle_timeout is not None:
             watchdog = threading.Thread(
                 target=_idle_watch,
@@ -278,7 +281,7 @@ class LocalSite:
     @property
     def running(self) -> bool:
         """True while the server is serving."""
-        return self._server is not None and self._finalizer is not None and self._finalizer.alive
+        return self._server is not None and not self._stopped.is_set()
 
     def __enter__(self) -> LocalSite:
         return self.start()

@@ -63,13 +63,14 @@ def search_tool(
     engine: SearchEngine,
     *,
     name: str = "search",
-    default_k: int = 5,
+    default_k: int | None = None,
     max_k: int = 10,
     server: str | None = None,
 ) -> Tool:
     """A :class:`~llm_marl.tools.calls.Tool` that searches ``engine`` and formats the results.
 
-    The agent passes ``query`` (non-empty) and optionally ``k`` (1..``max_k``). An empty query is
+    The agent passes ``query`` (non-empty) and optionally ``k`` (1..``max_k``, default
+    ``default_k``, else ``min(5, max_k)``). An empty query is
     the agent's mistake (a :class:`~llm_marl.tools.calls.ToolUseError`, reported to it); an
     engine failure raises :class:`~llm_marl.errors.InfrastructureError`.
 
@@ -77,10 +78,13 @@ def search_tool(
 
         box = Toolbox([search_tool(LocalSearch(docs)), browse_tool(Browser())])
     """
+    if default_k is None:
+        default_k = min(5, max_k)
     if not 1 <= default_k <= max_k:
         raise ValueError(f"need 1 <= default_k <= max_k, got {default_k} and {max_k}")
+    default = default_k
 
-    def run(query: str, k: int = default_k) -> str:
+    def run(query: str, k: int = default) -> str:
         """Search for documents. Returns numbered results with title, URL and snippet.
 
         Args:
