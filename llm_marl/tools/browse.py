@@ -77,16 +77,10 @@ __all__ = [
 ]
 
 TEXT_TYPES = frozenset(
-    {
-        "text/html",
-        "application/xhtml+xml",
-        "text/plain",
-        "text/markdown",
-        "text/csv",
-        "text/xml",
-        "application/xml",
-        "application/json",
-    }
+    (
+        "text/html application/xhtml+xml text/plain text/markdown text/csv text/xml "
+        "application/xml application/json"
+    ).split()
 )
 """Content types the browser reads; anything else (images, PDF, archives, ...) is refused."""
 
@@ -114,6 +108,8 @@ class BrowseConfig:
         max_url_chars: Longest URL accepted.
         cache_documents: Fetched documents kept for paging (least recently used dropped).
         user_agent: The ``User-Agent`` header sent.
+        tls_verify: Certificate verification for https: True (the default CA bundle) or the
+            path of a CA bundle to trust instead.
     """
 
     timeout: float = 15.0
@@ -126,7 +122,8 @@ class BrowseConfig:
     infrastructure_origins: tuple[str, ...] = ()
     max_url_chars: int = 2048
     cache_documents: int = 64
-    user_agent: str = "llm-marl-browse/0.1 (+https://github.com/llm-marl)"
+    user_agent: str = "llm-marl-browse/0.1"
+    tls_verify: bool | str = True
 
     def __post_init__(self) -> None:
         if self.timeout <= 0 or self.max_bytes <= 0 or self.page_chars <= 0:
@@ -281,73 +278,20 @@ def _resolve(host: str, port: int, timeout: float) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 _DROP = frozenset(
-    {
-        "script",
-        "style",
-        "noscript",
-        "template",
-        "nav",
-        "aside",
-        "form",
-        "svg",
-        "math",
-        "iframe",
-        "object",
-        "embed",
-        "canvas",
-        "button",
-        "select",
-        "input",
-        "textarea",
-        "title",
-        "base",
-        "link",
-        "meta",
-        "dialog",
-    }
+    (
+        "script style noscript template nav aside form svg math iframe object embed "
+        "canvas button select input textarea title base link meta dialog"
+    ).split()
 )
 # Not "head" itself: lxml puts HTML5 elements that follow <title> (<main>, <article>) inside it
 # when a page has no <body> tag, and their text must not be lost.
 _PAGE_CHROME = frozenset({"header", "footer"})
 _BLOCK = frozenset(
-    {
-        "p",
-        "div",
-        "section",
-        "article",
-        "main",
-        "header",
-        "footer",
-        "ul",
-        "ol",
-        "li",
-        "dl",
-        "dt",
-        "dd",
-        "table",
-        "thead",
-        "tbody",
-        "tfoot",
-        "tr",
-        "caption",
-        "blockquote",
-        "pre",
-        "figure",
-        "figcaption",
-        "address",
-        "details",
-        "summary",
-        "hr",
-        "br",
-        "h1",
-        "h2",
-        "h3",
-        "h4",
-        "h5",
-        "h6",
-        "body",
-        "html",
-    }
+    (
+        "p div section article main header footer ul ol li dl dt dd table thead tbody "
+        "tfoot tr caption blockquote pre figure figcaption address details summary hr br "
+        "h1 h2 h3 h4 h5 h6 body html"
+    ).split()
 )
 _SPACE = re.compile(r"\s+")
 
@@ -719,6 +663,7 @@ class Browser:
                 },
                 connect_ip=ips[0],
                 trust_env=False,
+                verify=cfg.tls_verify,
                 check_headers=check_headers,
             )
         except _Stop as stop:

@@ -118,24 +118,12 @@ _JSON_TYPES = {
 }
 # Schema keywords that only describe (never constrain) and are ignored by validation.
 _ANNOTATION_KEYWORDS = {"description", "title", "default", "examples", "format", "$schema"}
-_VALIDATION_KEYWORDS = {
-    "type",
-    "enum",
-    "const",
-    "items",
-    "properties",
-    "required",
-    "additionalProperties",
-    "anyOf",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "minLength",
-    "maxLength",
-    "minItems",
-    "maxItems",
-}
+_VALIDATION_KEYWORDS = frozenset(
+    (
+        "type enum const items properties required additionalProperties anyOf minimum maximum "
+        "exclusiveMinimum exclusiveMaximum minLength maxLength minItems maxItems"
+    ).split()
+)
 
 
 class ToolDefinitionError(LLMMarlError, TypeError):
@@ -752,6 +740,8 @@ def json_depth_exceeds(text: str, max_depth: int) -> bool:
     ever given input it can parse without deep recursion. Malformed text may pass; ``json.loads``
     then rejects it.
     """
+    if text.count("[") + text.count("{") <= max_depth:
+        return False  # cannot nest deeper than it has brackets (a fast path in C)
     depth = 0
     in_string = False
     escaped = False

@@ -21,8 +21,10 @@ ends (or :meth:`FakeWeb.stop` is called); hanging replies wake up and end when i
 
 from __future__ import annotations
 
+import contextlib
 import json as jsonlib
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Mapping
@@ -79,7 +81,12 @@ class FakeWeb:
     """The server (see the module docstring). ``route(path, *replies)`` scripts a path; paths
     without a route answer 404."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, tls: tuple[str, str] | None = None) -> None:
+        """``tls``: ``(certfile, keyfile)`` to serve https instead of http."""
+        self._tls: ssl.SSLContext | None = None
+        if tls is not None:
+            self._tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self._tls.load_cert_chain(*tls)
         self._routes: dict[str, list[Reply]] = {}
         self.requests: list[Request] = []
         self._lock = threading.Lock()
@@ -109,10 +116,8 @@ class FakeWeb:
             self._sock.close()
         with self._lock:
             for client in list(self._clients):
-                try:
+                with contextlib.suppress(OSError):
                     client.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 client.close()
             self._clients.clear()
 
@@ -126,7 +131,8 @@ class FakeWeb:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self._tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def url(self, path: str) -> str:
         return self.base_url + path
@@ -150,7 +156,7 @@ class FakeWeb:
         while not self._stop.is_set():
             try:
                 client, _ = self._sock.accept()
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             except OSError:
                 return
@@ -160,6 +166,9 @@ class FakeWeb:
 
     def _serve(self, client: socket.socket) -> None:
         try:
+            if self._tls is not None:
+                client.settimeout(5)
+                client = self._tls.wrap_socket(client, server_side=True)
             request = self._read_request(client)
             if request is None:
                 return
@@ -173,10 +182,8 @@ class FakeWeb:
         finally:
             with self._lock:
                 self._clients.discard(client)
-            try:
+            with contextlib.suppress(OSError):
                 client.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             client.close()
 
     def _read_request(self, client: socket.socket) -> Request | None:

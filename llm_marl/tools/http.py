@@ -187,6 +187,7 @@ def http_request(
     json_body: Any = None,
     connect_ip: str | None = None,
     trust_env: bool = True,
+    verify: bool | str = True,
     check_headers: Callable[[int, Mapping[str, str]], None] | None = None,
 ) -> HttpResponse:
     """Send one request and read at most ``max_bytes`` of the body, all within ``timeout`` s.
@@ -204,6 +205,8 @@ def http_request(
             certificate checks still use the URL's host).
         trust_env: Let ``requests`` read proxy settings and ``.netrc`` from the environment.
             The browser turns this off: a proxy would connect to addresses it never checked.
+        verify: TLS certificate verification: True (the default CA bundle), a CA bundle path,
+            or False (not recommended).
         check_headers: Called with ``(status, headers)`` before the body is read; an exception
             it raises aborts the request and propagates unchanged.
 
@@ -246,6 +249,7 @@ def http_request(
                 params=params,
                 json=json_body,
                 timeout=(timeout, timeout),
+                verify=verify,
                 allow_redirects=False,
                 stream=True,
             )

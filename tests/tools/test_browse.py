@@ -538,3 +538,83 @@ def test_browse_tool_reports_errors_to_the_agent(web):
         '<tool_call>{"name": "browse", "arguments": {"url": "http://x.org", "page": 0}}</tool_call>'
     )
     assert page0[0].is_error and ">= 1" in page0[0].content
+
+
+# A self-signed certificate for the name "secure.test" (valid until 2126), made for this test
+# with: openssl req -x509 -newkey rsa:2048 -nodes -days 36500 -subj /CN=secure.test
+#       -addext subjectAltName=DNS:secure.test
+TEST_CERT = """-----BEGIN CERTIFICATE-----
+MIIDJzCCAg+gAwIBAgIUTLXz75+0/C2I+QAp4q4niAjZje4wDQYJKoZIhvcNAQEL
+BQAwFjEUMBIGA1UEAwwLc2VjdXJlLnRlc3QwIBcNMjYxMTIzMDUxOTE3WhgPMjEy
+NjEwMzAwNTE5MTdaMBYxFDASBgNVBAMMC3NlY3VyZS50ZXN0MIIBIjANBgkqhkiG
+9w0BAQEFAAOCAQ8AMIIBCgKCAQEApHBZ5Xt7cwOZ6DvR42/dU0tAG1ieeESmCMCq
+GX+qK7JQQjTMxdHecJIRULL/6GeMsQilpeLTCqDMJinWs1cnV3kpDYq2iKB5huN+
+GATb61/pUewVnNjYkdUnv4JA4TlrzV2q2QbqW5yUBh6egOh6WVJtS0R1tOw3G51s
+NnaBPAjLETO7KscZPss3ottcQydUG0fC5J2foSYhlminLWRyx73DHeLmxxGzs+3u
+Hc90x7BFjLVgrOMNffanw15NnyBQtL2AIbx3LYnxFQowB0mBC/2YVhMkevKD4D+5
+WUgSHKKT+ET4IsWuT7vn5IousM4R6KaI72VDbcqrM6JS0LkKIwIDAQABo2swaTAd
+BgNVHQ4EFgQU5jmd7xRVxQ2Wacrc+dzlcSVotYQwHwYDVR0jBBgwFoAU5jmd7xRV
+xQ2Wacrc+dzlcSVotYQwDwYDVR0TAQH/BAUwAwEB/zAWBgNVHREEDzANggtzZWN1
+cmUudGVzdDANBgkqhkiG9w0BAQsFAAOCAQEAAgfd5MlIK0rFuFqaTrb6XPNHM882
+9BWh773/pGZ8dr8Ridm19dG+Qk/HBN7ztm8EnE3BAf1aSzD/z/Tx0pgQq15nxlbE
+Q7uNeO1T0aGg8FPx+0q0yW6rdeAwUCpyS0sj+nBq4mTqhdQAEVjAdVYVIhWTPlqn
+drQyti5MZtRafOYzp+hqQcSHzQNIBGHza/kuud8wxGgxQg7wjUZ5BpVHsBQZDhRR
+Uxi0DzeX0KtqWMQTaOpO3j0filmuWsKU+/vvbmN8OtQUNA2ocYuVvWIqisHuyo26
+ro1FC4a4j7WSySEf4ElURkKavX7OYqkN0YZhja+N5EhLYF+hMZdYNbzajw==
+-----END CERTIFICATE-----
+"""
+TEST_KEY = """-----BEGIN PRIVATE KEY-----
+MIIEvgIBADANBgkqhkiG9w0BAQEFAASCBKgwggSkAgEAAoIBAQCkcFnle3tzA5no
+O9Hjb91TS0AbWJ54RKYIwKoZf6orslBCNMzF0d5wkhFQsv/oZ4yxCKWl4tMKoMwm
+KdazVydXeSkNiraIoHmG434YBNvrX+lR7BWc2NiR1Se/gkDhOWvNXarZBupbnJQG
+Hp6A6HpZUm1LRHW07DcbnWw2doE8CMsRM7sqxxk+yzei21xDJ1QbR8LknZ+hJiGW
+aKctZHLHvcMd4ubHEbOz7e4dz3THsEWMtWCs4w199qfDXk2fIFC0vYAhvHctifEV
+CjAHSYEL/ZhWEyR68oPgP7lZSBIcopP4RPgixa5Pu+fkii6wzhHopojvZUNtyqsz
+olLQuQojAgMBAAECggEAFAn3Ao62QBFfx5vGm6tNsvFYKhz2Dtz6yNVFxV6366RK
+wI6zp6XIMDq0rntp0TYRQJ+3pAwMwN5QkpQFrIxB6JiExrgxP1wjAyuk+aNZ84iY
+I9ob1iXc2oS51841Pt0jBH9WKyV7GNfveAFyOm5aPplbZVE98OLaYlygS9DMNfcA
+Nx+7Z4rHnf3H2FWNtSGw7vxRaleHZyqBtHVPkGTN4h1aIDuEd7+4C16WQ45mUpFd
+uv7IS1PJFrttUei7hC4bBwArw5d/U0i3Yh9RuSIagu8G1z1A+aGIkEg+z17Ka7wA
+J9kch50228jtzbnDPQ36LTykGYCxBGoqqmpCPfKejQKBgQDc+62ylUpMgLyaE+vb
+UpNCDS+e177cwb7MLl8eSpOmrEPIVevwuT8UcpoM9ibOfplIspReXu0EXNGZRxPY
+aXUH+rEr+jyIdgDidAMPFfYYpkfIIGlR0Pfne3pxaEojZJ4bfNiodfq72osOSdHB
+6S3+llcpNgQade8eE+qT8S9BVQKBgQC+futKn2LlHGEo9Tkx1yF1g2Nf/H4Ht/bH
+odzBImYtL40DFJXc5iZan+INGLNHhMS6MzT0EaouriZzAyw7tRihRdRm4alZWhSR
+NN7wE+bWAUyu4YCYL1sSS2PRTjO1ver9vF9E5cbw84XWrrhUdOMDVfAhY+4Vz/4S
+KWqiayd9lwKBgQDV8wnx296KgR2Y42638pPGIHQZivIsU5yBnOfUsQmRFjmuDZoY
+f5HWHzqNEAj0ZdfMbbF+SNObJK59gzZwkXGQXyQH2weeavliRkXr5ixVIzBeTxsI
+7pQF1yPuBrW43KLDJDWzrD4sgGOfWtMttbAlS7Npn/WLFOGEsm2r/Jfu3QKBgQCg
+sMlkOk0e/TCMb0de3p1v1nRWfNQHSMyYG9bu6EiOp0TpK007eL0zxxjVeVeJ5dpZ
+Q2bQ17HaDLeMX0nJ1/q91/zTCFplcBJXZuUEWZVoQtJf1wM13QSSyxuZbME79seq
+YGNw5+9IQ/RLYzlErRDuOGkGkZg9uCUXRu6XsZIvYwKBgF7tEddsvhiYeJ+8ZUro
+R4mib3PyaGXmRNnjHDJbH6TyTK61+Fo/gI4axI1jTqTUiePkrqWRrWG+Jowlsdz8
+D0RIV/lN9jwTlkVr2DSBb12d5FB8Xmgi+2eNMFTflwxUpNHS1KoMtT1jfKXYBBuz
+rd5lEuzfgvpaB2QGCs5cAoUU
+-----END PRIVATE KEY-----
+"""
+
+
+@pytest.fixture
+def tls_files(tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_text(TEST_CERT)
+    key.write_text(TEST_KEY)
+    return str(cert), str(key)
+
+
+def test_https_to_the_checked_address_verifies_the_name(monkeypatch, tls_files):
+    """Pinning the IP must keep SNI and the certificate check on the host name."""
+    cert, _ = tls_files
+    with FakeWeb(tls=tls_files) as secure:
+        secure.route("/", Reply(body="<title>S</title><p>over tls</p>"))
+        monkeypatch.setattr(browse_module, "_resolve", lambda host, port, timeout: ["127.0.0.1"])
+        browser = local_browser(tls_verify=cert)
+        page = browser.browse(f"https://secure.test:{secure.port}/")
+        assert page.ok, page.error
+        assert "over tls" in page.text
+        assert secure.requests[0].headers["host"] == f"secure.test:{secure.port}"
+        # The same server under another name: the certificate does not match.
+        wrong = browser.browse(f"https://other.test:{secure.port}/")
+        assert "could not fetch" in error_of(wrong)
+        # And without trusting the test certificate, nothing verifies.
+        assert error_of(local_browser().browse(f"https://secure.test:{secure.port}/"))
