@@ -55,8 +55,6 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from time import monotonic
 from typing import Any
@@ -76,11 +74,15 @@ __all__ = [
     "paginate",
 ]
 
-TEXT_TYPES = frozenset(
-    (
-        "text/html application/xhtml+xml text/plain text/markdown text/csv text/xml "
-        "application/xml application/json"
-    ).split()
+
+def _names(text: str) -> frozenset[str]:
+    """The space-separated words of ``text`` (long name lists stay readable)."""
+    return frozenset(text.split())
+
+
+TEXT_TYPES = _names(
+    "text/html application/xhtml+xml text/plain text/markdown text/csv text/xml "
+    "application/xml application/json"
 )
 """Content types the browser reads; anything else (images, PDF, archives, ...) is refused."""
 
@@ -250,23 +252,33 @@ def address_allowed(address: str, allowed_networks: Iterable[str] = ()) -> bool:
     return _public(ip)
 
 
-_RESOLVER = ThreadPoolExecutor(max_workers=4, thread_name_prefix="llm-marl-dns")
-
-
 def _resolve(host: str, port: int, timeout: float) -> list[str]:
-    """The IP addresses of ``host`` (an IP literal resolves to itself), within ``timeout``."""
+    """The IP addresses of ``host`` (an IP literal resolves to itself), within ``timeout``.
+
+    ``getaddrinfo`` cannot be interrupted, so it runs in a daemon thread that is abandoned (and
+    ends by itself with the resolver's own timeout) if it takes longer than ``timeout``.
+    """
     literal = host.strip("[]")
     try:
         return [str(ipaddress.ip_address(literal.split("%", 1)[0]))]
     except ValueError:
         pass
-    future = _RESOLVER.submit(socket.getaddrinfo, host, port, 0, socket.SOCK_STREAM)
-    try:
-        infos = future.result(timeout=max(timeout, 0.001))
-    except FutureTimeout:
-        raise _AgentError(f"resolving {host!r} took longer than the time limit") from None
-    except (socket.gaierror, UnicodeError, OSError) as e:
-        raise _AgentError(f"could not resolve host {host!r} ({e})") from None
+    outcome: dict[str, Any] = {}
+
+    def lookup() -> None:
+        try:
+            outcome["infos"] = socket.getaddrinfo(host, port, 0, socket.SOCK_STREAM)
+        except (OSError, UnicodeError) as e:
+            outcome["error"] = e
+
+    worker = threading.Thread(target=lookup, daemon=True, name="llm-marl-dns")
+    worker.start()
+    worker.join(max(timeout, 0.001))
+    if worker.is_alive():
+        raise _AgentError(f"resolving {host!r} took longer than the time limit")
+    if "error" in outcome:
+        raise _AgentError(f"could not resolve host {host!r} ({outcome['error']})")
+    infos = outcome["infos"]
     ips = list(dict.fromkeys(str(info[4][0]) for info in infos))
     if not ips:
         raise _AgentError(f"host {host!r} has no address")
@@ -277,21 +289,17 @@ def _resolve(host: str, port: int, timeout: float) -> list[str]:
 # HTML to text
 # ---------------------------------------------------------------------------------------------
 
-_DROP = frozenset(
-    (
-        "script style noscript template nav aside form svg math iframe object embed "
-        "canvas button select input textarea title base link meta dialog"
-    ).split()
+_DROP = _names(
+    "script style noscript template nav aside form svg math iframe object embed "
+    "canvas button select input textarea title base link meta dialog"
 )
 # Not "head" itself: lxml puts HTML5 elements that follow <title> (<main>, <article>) inside it
 # when a page has no <body> tag, and their text must not be lost.
 _PAGE_CHROME = frozenset({"header", "footer"})
-_BLOCK = frozenset(
-    (
-        "p div section article main header footer ul ol li dl dt dd table thead tbody "
-        "tfoot tr caption blockquote pre figure figcaption address details summary hr br "
-        "h1 h2 h3 h4 h5 h6 body html"
-    ).split()
+_BLOCK = _names(
+    "p div section article main header footer ul ol li dl dt dd table thead tbody "
+    "tfoot tr caption blockquote pre figure figcaption address details summary hr br "
+    "h1 h2 h3 h4 h5 h6 body html"
 )
 _SPACE = re.compile(r"\s+")
 

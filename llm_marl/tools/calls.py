@@ -107,6 +107,12 @@ DEFAULT_MAX_CALL_CHARS = 64 * 1024
 DEFAULT_MAX_DEPTH = 32
 """Deepest JSON nesting accepted in a call (objects and arrays)."""
 
+
+def _names(text: str) -> frozenset[str]:
+    """The space-separated words of ``text`` (long name lists stay readable)."""
+    return frozenset(text.split())
+
+
 _JSON_TYPES = {
     "string": str,
     "integer": int,
@@ -118,11 +124,9 @@ _JSON_TYPES = {
 }
 # Schema keywords that only describe (never constrain) and are ignored by validation.
 _ANNOTATION_KEYWORDS = {"description", "title", "default", "examples", "format", "$schema"}
-_VALIDATION_KEYWORDS = frozenset(
-    (
-        "type enum const items properties required additionalProperties anyOf minimum maximum "
-        "exclusiveMinimum exclusiveMaximum minLength maxLength minItems maxItems"
-    ).split()
+_VALIDATION_KEYWORDS = _names(
+    "type enum const items properties required additionalProperties anyOf minimum maximum "
+    "exclusiveMinimum exclusiveMaximum minLength maxLength minItems maxItems"
 )
 
 

@@ -28,6 +28,7 @@ Redirects are never followed here (callers follow them, re-checking each hop). F
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import socket
 import threading
 import time
@@ -43,7 +44,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from llm_marl.errors import LLMMarlError
 
-__all__ = ["HttpError", "HttpResponse", "http_request"]
+__all__ = ["HttpError", "HttpResponse", "http_request", "retry_after_seconds"]
 
 CHUNK_BYTES = 16 * 1024
 """Bytes asked of the socket per read. Small, so that a compressed body cannot inflate much past
@@ -319,3 +320,19 @@ def _read_capped(response: requests.Response, max_bytes: int) -> tuple[bytes, bo
                     return b"".join(chunks), False
             return b"".join(chunks), True
     return b"".join(chunks), True
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

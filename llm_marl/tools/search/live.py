@@ -40,7 +40,6 @@ Request and response shapes (from each API's public documentation):
 
 from __future__ import annotations
 
-import email.utils
 import html
 import json
 import os
@@ -51,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_marl.errors import ConfigError, InfrastructureError
-from llm_marl.tools.http import HttpError, http_request
+from llm_marl.tools.http import HttpError, http_request, retry_after_seconds
 from llm_marl.tools.search.base import MAX_QUERY_CHARS, SearchResult
 from llm_marl.tools.search.cache import CACHE_MODES, ResponseCache
 
@@ -228,7 +227,7 @@ class LiveSearchEngine:
             raise _Retryable(f"{e.kind}: {e}") from None
         if response.status in _RETRY_STATUSES:
             raise _Retryable(
-                f"HTTP {response.status}", _retry_after(response.headers.get("retry-after"))
+                f"HTTP {response.status}", retry_after_seconds(response.headers.get("retry-after"))
             )
         if response.status != 200:
             detail = response.body[:200].decode("utf-8", "replace")
@@ -244,22 +243,6 @@ class LiveSearchEngine:
             return json.loads(response.body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as e:
             raise _Retryable(f"the body is not valid JSON ({str(e)[:80]})") from None
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (seconds or an HTTP date), or None."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _text(value: Any, field: str) -> str:
