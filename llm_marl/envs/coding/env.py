@@ -89,33 +89,14 @@ from llm_marl.envs.coding import prompts
 from llm_marl.envs.coding.datasets import load_tasks
 from llm_marl.envs.coding.rewards import CodeFacts, CodeRewardConfig, code_reward
 from llm_marl.envs.coding.sandboxes import SANDBOX_KINDS, shared_sandbox
-from llm_marl.envs.coding.testsuite import TestUnit, parse_units, split_units
+from llm_marl.envs.coding.testsuite import SCORE_ON, TaskTests, task_tests
 
 if TYPE_CHECKING:
-    from llm_marl.tools.sandbox import Sandbox, TestReport
+    from llm_marl.tools.sandbox import Sandbox, TeamProgram, TestReport
 
 AUX = prompts.AUX_NAME
 DEFAULT_FEEDBACK_FRACTION = 0.25
 ENV_NAMES = {"coophumaneval": "coop_humaneval", "humaneval": "humaneval", "mbpp": "mbpp"}
-
-
-@dataclass(frozen=True)
-class _TaskTests:
-    units: tuple[TestUnit, ...]
-    feedback: tuple[TestUnit, ...]
-    scoring: tuple[TestUnit, ...]
-    suite: Any  # llm_marl.tools.sandbox.TestSuite over every unit, in index order
-
-
-@functools.lru_cache(maxsize=4096)
-def _task_tests(test: str, entry_point: str, task_id: str, feedback_fraction: float) -> _TaskTests:
-    """Units, their split and the sandbox suite of a task (cached: copies of an env share it)."""
-    from llm_marl.tools.sandbox import TestSuite
-
-    units = parse_units(test, entry_point)
-    feedback, scoring = split_units(units, feedback_fraction, task_id)
-    suite = TestSuite.from_asserts([u.script for u in units])
-    return _TaskTests(tuple(units), tuple(feedback), tuple(scoring), suite)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -151,6 +132,16 @@ class CodeCollabEnv(LLMParallelEnv):
         reward: a :class:`~llm_marl.envs.coding.rewards.CodeRewardConfig` or a dict of weights.
         feedback_fraction: share of each task's test units shown as feedback in multi-turn mode
             (default 0.25 when ``max_turns > 1``, else 0: every unit scores).
+        score_on: ``"all"`` (default) or ``"hidden"``: which test units score. ``"hidden"``
+            leaves out the units whose answer the prompt shows (its docstring examples), so
+            hard-coding them earns nothing; ``"all"`` is the default because it is what the
+            MAGRPO paper and its reference code score (presets reproduce the paper). See
+            :mod:`~llm_marl.envs.coding.testsuite`.
+        isolate_main: run the main agent's code in a sandbox process of its own, where the
+            helper's code never runs, so that the tests call the main agent's own entry point
+            (default True; see :mod:`llm_marl.tools.sandbox.program`). ``False`` runs the joined
+            program in one interpreter, as the paper's reference code does, where the helper's
+            code can rebind or rewrite the entry point at run time.
         timeout: seconds allowed for one run of the program with all its tests.
         render_mode: ``"ansi"`` or ``"human"``.
 
@@ -174,6 +165,8 @@ class CodeCollabEnv(LLMParallelEnv):
         sandbox: str | Sandbox = "auto",
         reward: CodeRewardConfig | dict[str, Any] | None = None,
         feedback_fraction: float | None = None,
+        score_on: str = "all",
+        isolate_main: bool = True,
         timeout: float = 10.0,
         render_mode: str | None = None,
     ) -> None:
@@ -192,6 +185,8 @@ class CodeCollabEnv(LLMParallelEnv):
             )
         if not float(timeout) > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        if score_on not in SCORE_ON:
+            raise ValueError(f"score_on must be one of {SCORE_ON}, got {score_on!r}")
         if isinstance(sandbox, str):
             if sandbox not in SANDBOX_KINDS:
                 raise ValueError(
@@ -205,6 +200,8 @@ class CodeCollabEnv(LLMParallelEnv):
         self.benchmark = benchmark
         self.max_turns = max_turns
         self.feedback_fraction = float(feedback_fraction)
+        self.score_on = score_on
+        self.isolate_main = bool(isolate_main)
         self.timeout = float(timeout)
         self.reward_config = CodeRewardConfig.coerce(reward)
         self._sandbox_spec = sandbox
@@ -223,13 +220,14 @@ class CodeCollabEnv(LLMParallelEnv):
     @property
     def sandbox(self) -> Sandbox:
         """The sandbox that runs programs (started on first access when given as a kind)."""
-        box = self._sandbox
-        if box is None or (isinstance(self._sandbox_spec, str) and getattr(box, "closed", False)):
+        box, spec = self._sandbox, self._sandbox_spec
+        if isinstance(spec, str) and (box is None or getattr(box, "closed", False)):
             # First use, or the shared sandbox was closed (close_shared_sandboxes): get a live one.
             with self._sandbox_lock:
                 box = self._sandbox
                 if box is None or getattr(box, "closed", False):
-                    box = self._sandbox = shared_sandbox(self._sandbox_spec)
+                    box = self._sandbox = shared_sandbox(spec)
+        assert box is not None  # a Sandbox instance is kept from __init__
         return box
 
     def max_reward(self) -> float:
@@ -242,7 +240,7 @@ class CodeCollabEnv(LLMParallelEnv):
         if task is None:
             raise RuntimeError("no current task: call reset() first or pass a task")
         tests = self._tests(task)
-        return [u.source for u in tests.feedback], [u.source for u in tests.scoring]
+        return tests.sources(tests.feedback), tests.sources(tests.scoring)
 
     # ------------------------------------------------------------------ episode
     def setup_episode(self, task: Task) -> None:
@@ -258,6 +256,8 @@ class CodeCollabEnv(LLMParallelEnv):
         self.set_active(self.possible_agents)
 
     def transition(self, actions: dict[str, str]) -> Transition:
+        from llm_marl.tools.sandbox.program import TeamProgram, join_parts
+
         task = self.task
         assert task is not None
         entry = task["entry_point"]
@@ -279,17 +279,20 @@ class CodeCollabEnv(LLMParallelEnv):
                 "helper": entry if helper_sub.defines(entry) else None,
                 "main": AUX if main_sub.defines(AUX) else None,
             }
-        program = cu.assemble([preamble, *(p for a in subs for p in parts[a])])
-        own_syntax = {a: cu.syntax_error(cu.assemble(parts[a])) for a in subs}
+        code = {a: join_parts(parts[a]) for a in subs}
+        team = TeamProgram(preamble, tuple(code[a] for a in subs), entry_part=len(subs) - 1)
+        program = team.source
+        own_syntax = {a: cu.syntax_error(code[a]) for a in subs}
         syntax_ok = cu.syntax_error(program) is None
         main_block = main_sub.function(entry)
         main_defined = main_sub.defines_with_return(entry)
 
         outcome = _Outcome()
         if main_defined and syntax_ok:
-            outcome = self._run(program, entry, tests)
+            isolate = self.isolate_main and not self.single_agent
+            outcome = self._run(team if isolate else program, tests)
         units_passed = outcome.passed or {}
-        scoring_passed = sum(1 for u in tests.scoring if units_passed.get(u.index, False))
+        scoring_passed = sum(1 for i in tests.scoring if units_passed.get(i, False))
         cooperation: dict[str, bool] = {}
         if helper_sub is not None:
             cooperation = {
@@ -322,6 +325,7 @@ class CodeCollabEnv(LLMParallelEnv):
             "syntax_ok": syntax_ok,
             "program": program,
             "sandbox_status": outcome.status,
+            "scored_on": tests.scored_on,
         }
         own_fn = {"helper": AUX, "main": entry, "coder": entry}
         infos = {}
@@ -329,6 +333,7 @@ class CodeCollabEnv(LLMParallelEnv):
             infos[agent] = {
                 **shared,
                 "malformed": not sub.defines_with_return(own_fn[agent]),
+                "oversized": sub.oversized,
                 "redefinition_ignored": ignored[agent],
             }
         success = facts.tests_total > 0 and facts.tests_passed == facts.tests_total
@@ -341,9 +346,14 @@ class CodeCollabEnv(LLMParallelEnv):
         )
 
     # ------------------------------------------------------------------ internals
-    def _tests(self, task: Task) -> _TaskTests:
-        return _task_tests(
-            task["test"], task["entry_point"], str(task["task_id"]), self.feedback_fraction
+    def _tests(self, task: Task) -> TaskTests:
+        return task_tests(
+            task["test"],
+            task["entry_point"],
+            task["prompt"],
+            str(task["task_id"]),
+            self.feedback_fraction,
+            self.score_on,
         )
 
     def _check_task(self, task: Task) -> None:
@@ -354,7 +364,7 @@ class CodeCollabEnv(LLMParallelEnv):
                 "need task_id, prompt, test and entry_point"
             )
 
-    def _run(self, program: str, entry: str, tests: _TaskTests) -> _Outcome:
+    def _run(self, program: str | TeamProgram, tests: TaskTests) -> _Outcome:
         from llm_marl.tools.sandbox import Limits, SandboxUnavailableError, Status
 
         sandbox = self.sandbox  # may raise SandboxUnavailableError: a setup problem, not infra
@@ -381,11 +391,13 @@ class CodeCollabEnv(LLMParallelEnv):
         failures = []
         passed = 0
         if outcome.ran:
-            for unit in tests.feedback:
-                if outcome.passed.get(unit.index, False):
+            for index in tests.feedback:
+                if outcome.passed.get(index, False):
                     passed += 1
                 else:
-                    failures.append((unit.source, _last_line(outcome.errors.get(unit.index))))
+                    failures.append(
+                        (tests.suite.tests[index], _last_line(outcome.errors.get(index)))
+                    )
         for agent, sub in subs.items():
             own_fn = AUX if agent == "helper" else entry
             partner = None if self.single_agent else ("main" if agent == "helper" else "helper")

@@ -58,6 +58,7 @@ from llm_marl.tools.sandbox.docker import DockerSandbox
 from llm_marl.tools.sandbox.factory import make_sandbox
 from llm_marl.tools.sandbox.image import DEFAULT_IMAGE, build_image, image_exists
 from llm_marl.tools.sandbox.process import ProcessSandbox, bwrap_available
+from llm_marl.tools.sandbox.program import TeamProgram
 from llm_marl.tools.sandbox.suite import TestSuite
 
 __all__ = [
@@ -72,6 +73,7 @@ __all__ = [
     "SandboxError",
     "SandboxUnavailableError",
     "Status",
+    "TeamProgram",
     "TestCaseResult",
     "TestJob",
     "TestReport",
