@@ -21,8 +21,8 @@ Cost on the host (completions are untrusted)
     expression), :func:`split_blocks` at most :data:`MAX_CODE_CHARS` (one ``ast.parse`` of the
     whole code; when it does not parse, a one-pass lexer cuts it into top-level chunks, chunks
     that cannot be kept are classified by their first line without parsing, and the others are
-    parsed in groups, so prose costs no parse at all and the parsed text is at most twice the
-    code). :meth:`Submission.from_completion` gives a longer completion no code at all (``oversized``
+    parsed in groups, so prose costs no parse beyond the first and no character is parsed more
+    than three times: whole, in its group, alone). :meth:`Submission.from_completion` gives a longer completion no code at all (``oversized``
     is set): it is scored as an answer without a function, never truncated into something else.
 """
 

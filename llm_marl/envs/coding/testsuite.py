@@ -45,8 +45,12 @@ TEST_PRELUDE = "import math"
 # MBPP tests in the CoMLRL copy were converted with a blanket rename that turned
 # ``math.isclose(`` into ``math.candidate(``; the original call is unambiguous, so restore it.
 _MANGLED_ISCLOSE = re.compile(r"\bmath\.candidate\(")
+_MAX_PROMPT_CHARS = 200_000
+"""Only this much of a prompt is read for examples (prompts are dataset text, but bounded)."""
 _MAX_LITERAL_SPAN = 2_000
 _MAX_LITERAL_DEPTH = 4
+_MAX_LITERALS = 5_000
+"""At most this many literal values and calls are read out of one prompt."""
 _NO_VALUE = object()
 
 
@@ -159,8 +163,9 @@ def shown_units(
 ) -> tuple[bool, ...]:
     """Per unit source: whether the prompt shows its answer (see the module docstring).
 
-    Linear in the prompt: one pass pairs its brackets, and literal values are read from bracket
-    spans of at most ``_MAX_LITERAL_SPAN`` characters and ``_MAX_LITERAL_DEPTH`` levels.
+    Linear in the prompt and bounded: only its first ``_MAX_PROMPT_CHARS`` characters are read,
+    one pass pairs their brackets, and at most ``_MAX_LITERALS`` literal values are read, from
+    bracket spans of at most ``_MAX_LITERAL_SPAN`` characters and ``_MAX_LITERAL_DEPTH`` levels.
     """
     calls, literals = _prompt_examples(prompt, entry_point)
     out = []
@@ -275,9 +280,12 @@ def _prompt_examples(
     prompt: str, entry_point: str
 ) -> tuple[list[tuple[tuple[Any, ...], dict[str, Any]]], list[Any]]:
     """Literal calls of the entry point in the prompt, and the literal values it shows."""
+    prompt = prompt[:_MAX_PROMPT_CHARS]
     pairs = _bracket_pairs(prompt)
     literals: list[Any] = []
     for start, end, depth in pairs:
+        if len(literals) >= _MAX_LITERALS:
+            break
         if depth < _MAX_LITERAL_DEPTH and end - start <= _MAX_LITERAL_SPAN:
             value = _eval_text(prompt[start : end + 1])
             if value is not _NO_VALUE:
@@ -285,12 +293,16 @@ def _prompt_examples(
                 if type(value) is tuple:
                     literals.extend(value)  # a call's argument list: each argument is shown
     for m in _SCALAR_RE.finditer(prompt):
+        if len(literals) >= 2 * _MAX_LITERALS:
+            break
         value = _eval_text(m.group(0))
         if value is not _NO_VALUE:
             literals.append(value)
     closes = {start: end for start, end, _ in pairs}
     calls = []
     for m in re.finditer(rf"\b{re.escape(entry_point)}[ \t]*(?=\()", prompt):
+        if len(calls) >= _MAX_LITERALS:
+            break
         close = closes.get(m.end())
         if close is None or close - m.end() > _MAX_LITERAL_SPAN:
             continue

@@ -53,7 +53,8 @@ import functools
 import json
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,9 +135,11 @@ class TestSuite:
         modules = [_parse(src, f"test {i}") for i, src in enumerate(sources)]
         scored: list[str] = []
         unscored: list[str] = []
+        setup_names = _scan(setup_module).stored
         for src, module in zip(sources, modules):
-            free = _free_names(module, _bound_names([setup_module, module]))
-            (scored if _reads(module, free, proxies=frozenset()) else unscored).append(src)
+            facts = _scan(module)
+            free = _free_names(facts, setup_names | facts.stored)
+            (scored if facts.reads(free, frozenset()) else unscored).append(src)
         if not scored:
             raise ValueError(_NOTHING_CAN_FAIL)
         return cls(tests=tuple(scored), setup=setup, unscored=tuple(unscored))
@@ -149,15 +152,16 @@ class TestSuite:
         _check_size(len(source))
         module = _parse(source, "test source")
         text = _Source(source)
-        trusted = _bound_names([module])
-        free = _free_names(module, trusted)
+        whole = _scan(module)
+        free = _free_names(whole, whole.stored)
         tests: list[str] = []
         unscored: list[str] = []
         setup: list[str] = []
         for node in module.body:
-            if not _has_assert(node):
+            facts = _scan(node)
+            if not facts.has_assert:
                 setup.append(text.segment(node))
-            elif _reads(node, free, proxies=frozenset()):
+            elif facts.reads(free, frozenset()):
                 tests.append(text.segment(node))
             else:
                 unscored.append(text.segment(node))
@@ -196,7 +200,8 @@ class TestSuite:
         _check_size(len(source) + len(task_code))
         module = _parse(source, "test source")
         task_module = _parse(task_code, "task code") if task_code else None
-        if task_module is not None and entry_point in set(_stored_names(task_module)):
+        task_names = _scan(task_module).stored if task_module is not None else set()
+        if entry_point in task_names:
             raise ValueError(
                 f"task_code defines {entry_point!r}, the function under test: leave the entry "
                 f"point's stub out of the task code"
@@ -219,18 +224,23 @@ class TestSuite:
         setup_nodes = [
             node for node in module.body if node not in checks and not _is_call_of(node, check_name)
         ]
-        trusted = _bound_names([module] + ([task_module] if task_module else []))
+        whole = _scan(module)
         # Names the program provides: the candidate, and globals nobody in the task defines.
-        program = set(_free_names(module, trusted)) | {param}
+        program = set(_free_names(whole, whole.stored | task_names)) | {param}
         proxies = {param}
         tests: list[str] = []
         unscored: list[str] = []
         body: list[ast.stmt] = []
         for stmt in check.body:
-            reads = _reads(stmt, frozenset(program), frozenset(proxies))
+            facts = _scan(stmt)
+            reads = facts.reads(program, proxies)
             if reads:
-                _taint(stmt, program, proxies)
-            if not _has_assert(stmt):
+                _taint(stmt, facts.stored, program, proxies)
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Import, ast.ImportFrom)):
+                # Rebound from trusted values only: the names no longer hold program values.
+                program.difference_update(facts.stored)
+                proxies.difference_update(facts.stored)
+            if not facts.has_assert:
                 body.append(stmt)
             elif reads:
                 tests.append(text.segment(stmt))
@@ -238,7 +248,7 @@ class TestSuite:
             else:
                 unscored.append(text.segment(stmt))
                 body.append(_silenced(stmt))
-        if not tests and not unscored and _reads(check, frozenset(program), frozenset(proxies)):
+        if not tests and not unscored and _scan(check).reads(program, proxies):
             # No assert at all: the whole check body is one test (it passes if it returns).
             tests.append(text.segment(check))
             body = [_recorded_block(check.body, 0)]
@@ -260,10 +270,11 @@ class TestSuite:
             decorator_list=[],
             returns=None,
             type_comment=None,
+            lineno=1,  # ast.unparse looks up a type comment by line
+            col_offset=0,
             **extra,
         )
-        factory_module = ast.Module(body=[factory], type_ignores=[])
-        ast.fix_missing_locations(factory_module)
+        factory_module = ast.Module(body=[factory], type_ignores=[])  # unparsed, never compiled
         setup = "\n".join([task_code.strip("\n")] if task_code.strip() else [])
         module_setup = "\n".join(text.segment(node) for node in setup_nodes)
         setup = "\n".join(part for part in (setup, module_setup) if part)
@@ -375,10 +386,6 @@ class _Source:
         return text
 
 
-def _has_assert(node: ast.AST) -> bool:
-    return any(isinstance(n, ast.Assert) for n in ast.walk(node))
-
-
 def _is_call_of(node: ast.stmt, name: str) -> bool:
     """A top-level ``check(...)`` call: the harness calls check itself."""
     return (
@@ -390,67 +397,83 @@ def _is_call_of(node: ast.stmt, name: str) -> bool:
 
 
 # ------------------------------------------------------------------ can a test fail?
-def _stored_names(node: ast.AST) -> Iterable[str]:
-    """Every name a node binds anywhere inside it (assignments, loops, defs, imports, args...)."""
-    for n in ast.walk(node):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            yield n.id
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            yield n.name
+class _Facts:
+    """What one pass over a node found: names read (with their parent node), names bound
+    anywhere inside it (assignments, loops, defs, imports, arguments...), whether it asserts."""
+
+    __slots__ = ("loads", "stored", "has_assert")
+
+    def __init__(self) -> None:
+        self.loads: list[tuple[ast.Name, ast.AST | None]] = []
+        self.stored: set[str] = set()
+        self.has_assert = False
+
+    def reads(self, program: AbstractSet[str], proxies: AbstractSet[str]) -> bool:
+        """Whether the node reads a program-provided name in a way whose result can vary.
+
+        ``proxies`` are names bound to the candidate proxy itself; reading one only to test its
+        identity or truth, or to pass it to a builtin in :data:`_CONSTANT_ON_PROXY`, gives the
+        same answer for every program.
+        """
+        for name, parent in self.loads:
+            if name.id not in program:
+                continue
+            if name.id in proxies and _constant_use(name, parent, proxies, program):
+                continue
+            return True
+        return False
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _scan(node: ast.AST) -> _Facts:
+    """One iterative pass over ``node`` (linear in its size; no recursion, no re-walks)."""
+    facts = _Facts()
+    stack: list[tuple[ast.AST, ast.AST | None]] = [(node, None)]
+    while stack:
+        n, parent = stack.pop()
+        if isinstance(n, ast.Name):
+            if isinstance(n.ctx, ast.Load):
+                facts.loads.append((n, parent))
+            else:
+                facts.stored.add(n.id)
+            continue
+        if isinstance(n, ast.Assert):
+            facts.has_assert = True
+        elif isinstance(n, _SCOPES):
+            facts.stored.add(n.name)
         elif isinstance(n, ast.arg):
-            yield n.arg
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            for alias in n.names:
-                yield (alias.asname or alias.name).split(".")[0]
+            facts.stored.add(n.arg)
+        elif isinstance(n, ast.alias):
+            facts.stored.add((n.asname or n.name).split(".")[0])
         elif isinstance(n, ast.ExceptHandler) and n.name:
-            yield n.name
+            facts.stored.add(n.name)
         elif isinstance(n, (ast.Global, ast.Nonlocal)):
-            yield from n.names
-        elif isinstance(n, ast.alias) and n.name == "*":
-            yield "*"
+            facts.stored.update(n.names)
+        for field in n._fields:
+            value = getattr(n, field, None)
+            if isinstance(value, ast.AST):
+                stack.append((value, n))
+            elif isinstance(value, list):
+                stack.extend((item, n) for item in value if isinstance(item, ast.AST))
+    return facts
 
 
-def _bound_names(modules: Iterable[ast.AST]) -> frozenset[str]:
-    names: set[str] = set(_BUILTIN_NAMES)
-    for module in modules:
-        names.update(_stored_names(module))
-    return frozenset(names)
-
-
-def _free_names(node: ast.AST, trusted: frozenset[str]) -> frozenset[str]:
-    """Names read in ``node`` that the test code, the task code and the builtins never bind: they
-    can only come from the program. (A star import makes every name possibly trusted.)"""
+def _free_names(facts: _Facts, trusted: AbstractSet[str]) -> frozenset[str]:
+    """Names read that the test code, the task code (``trusted``) and the builtins never bind:
+    they can only come from the program. (A star import makes any name trusted.)"""
     if "*" in trusted:
         return frozenset()
     return frozenset(
-        n.id
-        for n in ast.walk(node)
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in trusted
+        name.id
+        for name, _ in facts.loads
+        if name.id not in trusted and name.id not in _BUILTIN_NAMES
     )
 
 
-def _reads(node: ast.AST, program: frozenset[str], proxies: frozenset[str]) -> bool:
-    """Whether ``node`` reads a program-provided name in a way whose result can vary.
-
-    ``proxies`` are names bound to the candidate proxy itself; reading one only to test its
-    identity or truth, or to pass it to a builtin in :data:`_CONSTANT_ON_PROXY`, gives the same
-    answer for every program.
-    """
-    parents: dict[int, ast.AST] = {}
-    for parent in ast.walk(node):
-        for child in ast.iter_child_nodes(parent):
-            parents[id(child)] = parent
-    for n in ast.walk(node):
-        if not (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in program):
-            continue
-        if n.id in proxies and _constant_use(n, parents.get(id(n)), proxies, program):
-            continue
-        return True
-    return False
-
-
 def _constant_use(
-    name: ast.Name, parent: ast.AST | None, proxies: frozenset[str], program: frozenset[str]
+    name: ast.Name, parent: ast.AST | None, proxies: AbstractSet[str], program: AbstractSet[str]
 ) -> bool:
     if isinstance(parent, ast.Assert) and parent.test is name:
         return True
@@ -466,14 +489,14 @@ def _constant_use(
         )
     return (
         isinstance(parent, ast.Call)
-        and name in parent.args
+        and any(arg is name for arg in parent.args)
         and isinstance(parent.func, ast.Name)
         and parent.func.id in _CONSTANT_ON_PROXY
         and parent.func.id not in program
     )
 
 
-def _taint(stmt: ast.stmt, program: set[str], proxies: set[str]) -> None:
+def _taint(stmt: ast.stmt, stored: set[str], program: set[str], proxies: set[str]) -> None:
     """Names a statement that reads the program binds now hold program-dependent values; a plain
     alias of the candidate (``f = candidate``) is the proxy itself."""
     if (
@@ -483,7 +506,7 @@ def _taint(stmt: ast.stmt, program: set[str], proxies: set[str]) -> None:
         and all(isinstance(t, ast.Name) for t in stmt.targets)
     ):
         proxies.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
-    program.update(_stored_names(stmt))
+    program.update(stored)
 
 
 # ------------------------------------------------------------------ rewriting check
