@@ -212,31 +212,57 @@ def split_blocks(code: str) -> list[Block]:
     module = _parse(code)
     if module is not None:
         return _module_blocks(module, code)
-    blocks: list[Block] = []
-    group: list[str] = []
-    size = 0
-    for chunk in _chunks(code):
-        if not _may_be_kept(chunk):
-            blocks.extend(_group_blocks(group))
-            group, size = [], 0
-            blocks.append(Block("other", None, chunk))
-            continue
-        if group and size + len(chunk) > _GROUP_CHARS:
-            blocks.extend(_group_blocks(group))
-            group, size = [], 0
-        group.append(chunk)
-        size += len(chunk) + 1
-    blocks.extend(_group_blocks(group))
-    return blocks
+    return _Grouper().blocks(_chunks(code))
+
+
+class _Grouper:
+    """Parses runs of candidate chunks together. The run length adapts: it doubles (up to
+    :data:`_GROUP_CHARS`) after a run that parses and halves after one that does not, so code
+    that is mostly fine costs a few parses, and code that is mostly broken soon costs one parse
+    per chunk and no more (each character is parsed at most three times in all)."""
+
+    def __init__(self) -> None:
+        self.limit = _GROUP_CHARS
+        self.out: list[Block] = []
+
+    def blocks(self, chunks: Iterable[str]) -> list[Block]:
+        group: list[str] = []
+        size = 0
+        for chunk in chunks:
+            if not _may_be_kept(chunk):
+                self._flush(group)
+                group, size = [], 0
+                self.out.append(Block("other", None, chunk))
+                continue
+            if group and size + len(chunk) > self.limit:
+                self._flush(group)
+                group, size = [], 0
+            group.append(chunk)
+            size += len(chunk) + 1
+        self._flush(group)
+        return self.out
+
+    def _flush(self, chunks: list[str]) -> None:
+        if not chunks:
+            return
+        if len(chunks) > 1:
+            joined = "\n".join(chunks)
+            module = _parse(joined)
+            if module is not None:
+                self.out.extend(_module_blocks(module, joined))
+                self.limit = min(_GROUP_CHARS, 2 * self.limit)
+                return
+            self.limit //= 2
+        self.out.extend(block for chunk in chunks for block in _chunk_blocks(chunk))
 
 
 _GROUP_CHARS = 4_000
 """Largest run of consecutive chunks parsed in one ``ast.parse`` when the whole code does not
-parse: a group that parses costs one call; one that does not costs one more per chunk."""
+parse (see :class:`_Grouper`)."""
 _KEPT_HEAD_RE = re.compile(
     r"(?:@|(?:async[ \t]+)?def[ \t]|class[ \t]|import[ \t]|from[ \t]"
-    r"|[A-Za-z_]\w*[ \t]*(?:,[ \t]*[A-Za-z_]\w*[ \t]*)*(?::|=(?!=))"
-    r"|[(\[][ \t]*[A-Za-z_])"
+    r"|[^\W\d]\w*[ \t]*(?:,[ \t]*[^\W\d]\w*[ \t]*)*(?::|=(?!=))"
+    r"|[(\[][ \t]*[^\W\d])"
 )
 """First lines that may start a kept block: decorators, definitions, imports, assignments to
 names (``a = ...``, ``a, b = ...``, ``a: int = ...``, ``(a, b) = ...``)."""
@@ -244,18 +270,6 @@ names (``a = ...``, ``a, b = ...``, ``a: int = ...``, ``(a, b) = ...``)."""
 
 def _may_be_kept(chunk: str) -> bool:
     return _KEPT_HEAD_RE.match(chunk.lstrip("\n")) is not None
-
-
-def _group_blocks(chunks: list[str]) -> list[Block]:
-    """Blocks of consecutive chunks: parsed together when they parse, else one by one."""
-    if not chunks:
-        return []
-    if len(chunks) > 1:
-        joined = "\n".join(chunks)
-        module = _parse(joined)
-        if module is not None:
-            return _module_blocks(module, joined)
-    return [block for chunk in chunks for block in _chunk_blocks(chunk)]
 
 
 _PARSE_FAILURES = (SyntaxError, ValueError, RecursionError, MemoryError)

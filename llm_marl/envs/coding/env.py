@@ -14,8 +14,10 @@ Observation
     partner's code nor any scoring test (Dec-POMDP).
 Action
     Any text; the code is read out of it (Markdown fences, ``<think>`` blocks and prose are
-    handled, see :mod:`~llm_marl.envs.coding.code_utils`). ``infos[agent]["malformed"]`` is True
-    when the agent's function is missing, does not parse, or returns no value.
+    handled, see :mod:`~llm_marl.envs.coding.code_utils`) in time linear in its length; an answer
+    over the reader's caps (1M characters, or 50k characters of code) is not read and counts as
+    no code (``infos[agent]["oversized"]``). ``infos[agent]["malformed"]`` is True when the
+    agent's function is missing, does not parse, or returns no value.
 The program
     The task's preamble (the prompt's imports and given helper functions, e.g. ``poly`` in
     HumanEval/32) + the helper's code + the main agent's code, in that order. Only imports,
@@ -23,9 +25,14 @@ The program
     self-written tests are dropped). Redefinitions are ignored, as in the paper's reward: the
     main agent's own ``aux`` and the helper's own entry point are left out of the program, and
     flagged (``infos[agent]["redefinition_ignored"]``). The program runs in a
-    :mod:`llm_marl.tools.sandbox` sandbox, outside the trainer's process; each test unit (an
-    ``assert`` of the task's ``check(candidate)``, see
-    :mod:`~llm_marl.envs.coding.testsuite`) is scored separately.
+    :mod:`llm_marl.tools.sandbox` sandbox, outside the trainer's process, as a
+    :class:`~llm_marl.tools.sandbox.TeamProgram`: the main agent's code runs in a process of its
+    own where the helper's code never runs, and calls the helper's functions through proxies
+    (plain-data arguments and results), so the tests call the main agent's own entry point
+    whatever the helper's code does at run time (``isolate_main=False`` runs one interpreter, as
+    the reference code does). Each test unit (an ``assert`` of the task's ``check(candidate)``
+    that can fail, see :mod:`~llm_marl.envs.coding.testsuite`) is scored separately; the tests
+    use the task's own definitions of the names its prompt gives (``poly`` in HumanEval/32).
 Reward (joint, every agent; MAGRPO's code levels, weights in :class:`CodeRewardConfig`)
     ``0.4 aux_defined + 0.6 main_defined + 0.5 syntax + 1.0 pass_fraction
     + 0.5 aux_used + 1.0 not_wrapper - 0.5 aux_result_ignored``. Gated as in the paper: nothing
@@ -44,6 +51,10 @@ Multi-turn (``max_turns > 1``)
     (default 0.25, at least one) are feedback tests, the others score. Scoring tests are never
     shown. Every turn is rewarded on the scoring tests (MAGRPO trains on per-turn returns).
     With ``max_turns == 1`` all units score.
+Scoring tests (``score_on=``)
+    ``"all"`` (default, as in the paper): every unit scores, the prompt's examples included.
+    ``"hidden"``: units whose answer the prompt shows do not score, so hard-coding the examples
+    earns nothing (``infos[agent]["scored_on"]`` says which rule a task used).
 Datasets (``dataset=``, ``split=``; see :mod:`~llm_marl.envs.coding.datasets`)
     ``coop_humaneval-v0``: CoopHumanEval (82 problems) from
     ``$LLM_MARL_DATA_DIR/coophumaneval/che_raw.json``; offline without it, the 16-problem bundled
@@ -420,6 +431,7 @@ class CodeCollabEnv(LLMParallelEnv):
                 passed=passed,
                 total=len(tests.feedback) if outcome.ran else 0,
                 aux_called=aux_called if agent == "main" else None,
+                own_oversized=sub.oversized,
             )
             self.say(agent, prompts.feedback_message(report))
 

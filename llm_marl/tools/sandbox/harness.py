@@ -16,6 +16,11 @@ Process layout of one warm sandbox worker
 The supervisor is started once per worker (its imports are already warm) and forks two fresh
 children per job, so a job costs two ``fork()`` calls rather than an interpreter start.
 
+A *team* program (``job["owner"]``, built by ``program.TeamProgram``) adds a third child, O: the
+shared code plus the entry point's author's own code, in a process that no other author's code
+ever runs in; R talks to O, and O calls the other authors' functions in P (see
+:func:`_owner_main`). P then holds no descriptor of R's.
+
 Why the verdict cannot be forged
 --------------------------------
 Any harness that executes the tests in the same process as the untrusted program can be fooled
@@ -48,8 +53,9 @@ mutating an argument in place, or compares custom class instances, fails.  The t
 program's functions (as proxies), modules, and plain-data globals of up to 10,000 items (copies);
 globals that shadow builtins (a program-level ``abs``) are hidden from them, except the entry
 point.
-Helpers a task's tests take from the program (HumanEval/32's ``poly``) are still the program's,
-exactly as in the original HumanEval harness.  Without ``ctypes`` in the sandbox interpreter the
+Names the suite's own setup defines (a task's helpers, such as HumanEval/32's ``poly``, passed as
+``TestSuite.from_check(task_code=...)``) are bound after the program's, so the tests use the
+task's definitions.  Without ``ctypes`` in the sandbox interpreter the
 supervisor cannot make itself non-dumpable and the host warns.
 
 The supervisor also enforces the wall-clock limit, caps captured output, and after every job kills
