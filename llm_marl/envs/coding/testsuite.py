@@ -299,7 +299,7 @@ def _prompt_examples(
         if value is not _NO_VALUE:
             literals.append(value)
     closes = {start: end for start, end, _ in pairs}
-    calls = []
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     for m in re.finditer(rf"\b{re.escape(entry_point)}[ \t]*(?=\()", prompt):
         if len(calls) >= _MAX_LITERALS:
             break

@@ -512,11 +512,19 @@ def _program_main(job, jobdir):
     # Test mode: load the program, publish its global names, serve calls.
     module = _program_module("solution", os.path.join(jobdir, "solution.py"), source)
     ns = module.__dict__
+    _load_and_serve(ns, lambda: exec(compile(source, module.__file__, "exec"), ns), 2)
+
+
+def _load_and_serve(ns, load, harness_frames):
+    """Run ``load()`` (program code into ``ns``), tell the caller the names it defined or why it
+    failed (hiding the ``harness_frames`` outermost frames of the traceback), then answer the
+    caller's calls.  Never returns."""
     try:
-        exec(compile(source, module.__file__, "exec"), ns)
+        load()
     except BaseException as e:
         _flush_stdio()
-        _send_rpc({"loaded": False, "etype": type(e).__name__, "error": _format_traceback(e)})
+        error = _format_traceback(e, skip_frames=harness_frames)
+        _send_rpc({"loaded": False, "etype": type(e).__name__, "error": error})
         os._exit(1)
     _flush_stdio()
     _send_rpc({"loaded": True, "globals": _manifest(ns)})
@@ -557,9 +565,10 @@ def _owner_main(job, jobdir):
     module.__builtins__ = __builtins__
     sys.modules["solution"] = module
     ns = module.__dict__
-    import builtins
 
-    try:
+    def load():
+        import builtins
+
         _exec_at(owner["shared"], int(owner["shared_line"]), path, ns)
         manifest = first.get("globals")
         for name, kind in manifest.items() if isinstance(manifest, dict) else ():
@@ -577,13 +586,8 @@ def _owner_main(job, jobdir):
             except BaseException:
                 continue
         _exec_at(owner["code"], int(owner["code_line"]), path, ns)
-    except BaseException as e:
-        _flush_stdio()
-        _send_rpc({"loaded": False, "etype": type(e).__name__, "error": _format_traceback(e)})
-        os._exit(1)
-    _flush_stdio()
-    _send_rpc({"loaded": True, "globals": _manifest(ns)})
-    _serve(ns)
+
+    _load_and_serve(ns, load, 3)
 
 
 def _exec_at(source, first_line, path, ns):

@@ -56,27 +56,21 @@ def _hijack():
     return False
 """
 
+# Polls from a background thread until main's ``def`` has run, then hijacks.
+SPIN = """
+import threading, time
+def _spin():
+    for _ in range(20000):
+        if _hijack():
+            return
+        time.sleep(0.0002)
+"""
+
 ATTACKS = {
-    "thread_rebinds": REBIND
-    + """
-import threading, time
-def _spin():
-    for _ in range(20000):
-        if _hijack():
-            return
-        time.sleep(0.0002)
-_t = threading.Thread(target=_spin, daemon=True).start()
-""",
+    "thread_rebinds": REBIND + SPIN + "_t = threading.Thread(target=_spin, daemon=True).start()\n",
     "thread_rewrites_code": REWRITE
-    + """
-import threading, time
-def _spin():
-    for _ in range(20000):
-        if _hijack():
-            return
-        time.sleep(0.0002)
-_t = threading.Thread(target=_spin, daemon=True).start()
-""",
+    + SPIN
+    + "_t = threading.Thread(target=_spin, daemon=True).start()\n",
     "aux_rewrites_code_when_called": REWRITE.replace("def _hijack", "def _hook")
     + """
 def aux(a, b):
@@ -130,13 +124,8 @@ def _prof(frame, event, arg):
 _p = sys.setprofile(_prof)
 """,
     "metaclass": REBIND
+    + SPIN
     + """
-import threading, time
-def _spin():
-    for _ in range(20000):
-        if _hijack():
-            return
-        time.sleep(0.0002)
 class _Meta(type):
     def __new__(mcs, name, bases, ns):
         threading.Thread(target=_spin, daemon=True).start()
