@@ -154,8 +154,9 @@ def test_signature_of_an_unparsable_prompt_is_found_in_one_scan(monkeypatch):
 CHECK_5000 = "def check(candidate):\n" + "".join(
     f"    assert candidate({i}) == {2 * i}\n" for i in range(5000)
 )
+# 2 MB in 5,000 units: the old splitter re-split the whole source once per unit.
 CHECK_2MB = "import math\n\ndef check(candidate):\n" + "".join(
-    f"    x{i} = candidate({i})\n    assert x{i} == {2 * i}, 'unit {i}'\n" for i in range(40_000)
+    f"    x{i} = candidate({i})\n    assert x{i} == {2 * i}, '{'u' * 380}'\n" for i in range(5000)
 )
 
 
@@ -171,12 +172,12 @@ def test_from_check_parses_once_and_never_rescans_the_source(monkeypatch, parses
 
 
 def test_from_asserts_and_from_source_are_linear(parses):
-    asserts = [f"assert f({i}) == {i}" for i in range(20_000)]
+    asserts = [f"assert f({i}) == {i}, '{'m' * 400}'" for i in range(5000)]  # 2 MB
     suite = TestSuite.from_asserts(asserts)
-    assert len(suite) == 20_000 and parses.calls == 20_000
+    assert len(suite) == 5000 and parses.calls == 5000
     parses.calls = 0
     suite = TestSuite.from_source("\n".join(asserts))
-    assert len(suite) == 20_000 and parses.calls == 1
+    assert len(suite) == 5000 and parses.calls == 1
 
 
 def test_test_sources_over_the_cap_are_refused():
@@ -229,7 +230,7 @@ def test_multi_mb_inputs_finish_well_within_a_generous_ceiling():
                      "def f:\\n" * 7_000, "a = 1\\n" * 8_000 + "def g(:\\n"]:
             cu.Submission.from_completion(text)
         checks = "def check(candidate):\\n" + "".join(
-            f"    assert candidate({i}) == {i}\\n" for i in range(50_000))
+            f"    assert candidate({i}) == {i}, '{'m' * 400}'\\n" for i in range(2_000))
         TestSuite.from_check(checks, "f")
         env = llm_marl.make("coop_humaneval-v0", dataset="sample", sandbox=NoSandbox())
         env.reset(seed=0)
