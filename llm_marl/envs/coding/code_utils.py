@@ -14,6 +14,16 @@ Which blocks go into the program
     running them could fail or stall a correct solution. A definition or import that does not
     parse is *kept*, so that the assembled program fails to parse and the syntax term of the
     reward sees it; prose that does not parse is dropped.
+
+Cost on the host (completions are untrusted)
+    Every parser here is linear in its input and bounded: :func:`extract_code` reads at most
+    :data:`MAX_COMPLETION_CHARS` characters (one pass of ``str.find``, no backtracking regular
+    expression), :func:`split_blocks` at most :data:`MAX_CODE_CHARS` (one ``ast.parse`` of the
+    whole code; when it does not parse, a one-pass lexer cuts it into top-level chunks, chunks
+    that cannot be kept are classified by their first line without parsing, and the others are
+    parsed in groups, so prose costs no parse beyond the first and no character is parsed more
+    than three times: whole, in its group, alone). :meth:`Submission.from_completion` gives a longer completion no code at all (``oversized``
+    is set): it is scored as an answer without a function, never truncated into something else.
 """
 
 from __future__ import annotations
@@ -22,15 +32,23 @@ import ast
 import re
 import textwrap
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
 BlockKind = Literal["import", "def", "class", "assign", "other"]
 
-_FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+#.-]*)[^\n]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
+MAX_COMPLETION_CHARS = 1_000_000
+"""Longest completion read for code (characters); a longer one counts as containing no code."""
+MAX_CODE_CHARS = 50_000
+"""Longest extracted code split into blocks (characters, ~12k tokens); longer code is not read."""
+
+_FENCE = "```"
+_FENCE_TAG_RE = re.compile(r"[ \t]*([A-Za-z0-9_+#.-]*)")
+# A closing fence: a line that starts, after spaces or tabs, with three backticks. ``^`` only
+# matches at line starts and ``[ \t]*`` gives back at most the indent, so a search is linear.
+_CLOSING_FENCE_RE = re.compile(r"^[ \t]*```", re.M)
 _PYTHON_TAGS = {"", "python", "py", "python3", "py3", "ipython", "pycon"}
-_THINK_RE = re.compile(r"<think>.*?(?:</think>|\Z)", re.S)
 _DEF_RE = re.compile(r"^(?:async\s+)?def\s+([A-Za-z_]\w*)\s*\(")
 _CLASS_RE = re.compile(r"^class\s+([A-Za-z_]\w*)")
 _IMPORT_RE = re.compile(r"^(?:import\s+[A-Za-z_]|from\s+[A-Za-z_.][\w.]*\s+import\b)")
@@ -70,10 +88,21 @@ class Submission:
     """The code extracted from it (fences and prose removed, dedented)."""
     blocks: tuple[Block, ...]
     """Its top-level statements, in order."""
+    oversized: bool = False
+    """The completion or its code was longer than the caps (see the module docstring), so it was
+    not read: ``code`` is empty and there are no blocks."""
 
     @classmethod
     def from_completion(cls, text: str) -> Submission:
+        """Read a completion; never raises on its content and costs linear time (see the module
+        docstring), a completion over the caps giving an empty, ``oversized`` submission."""
+        if not isinstance(text, str):
+            raise TypeError(f"a completion must be a str, got {type(text).__name__}")
+        if len(text) > MAX_COMPLETION_CHARS:
+            return cls(text=text, code="", blocks=(), oversized=True)
         code = extract_code(text)
+        if len(code) > MAX_CODE_CHARS:
+            return cls(text=text, code="", blocks=(), oversized=True)
         return cls(text=text, code=code, blocks=tuple(split_blocks(code)))
 
     def function(self, name: str) -> Block | None:
@@ -107,23 +136,59 @@ def extract_code(text: str) -> str:
     """The Python code in a completion.
 
     Rules, in order: drop ``<think>...</think>`` blocks (and everything before a lone
-    ``</think>``); if the text has Markdown fences, keep the content of the Python (or untagged)
-    fenced blocks, joined — an unclosed final fence runs to the end of the text; otherwise keep
-    the whole text. The result is dedented (code written at a uniform indent is still code).
-    Prose lines outside definitions are removed later, by :func:`split_blocks`.
+    ``</think>``, and everything after an unclosed ``<think>``); if the text has Markdown fences,
+    keep the content of the Python (or untagged) fenced blocks, joined — a fence opens at
+    three backticks and its info string runs to the end of that line, it closes at a line that
+    starts (after spaces or tabs) with three backticks, and an unclosed final fence runs to the
+    end of the text; otherwise keep the whole text. The result is dedented (code written at a
+    uniform indent is still code). Prose lines outside definitions are removed later, by
+    :func:`split_blocks`.
+
+    Linear in ``len(text)``; raises ``ValueError`` beyond :data:`MAX_COMPLETION_CHARS`.
     """
     if not isinstance(text, str):
         raise TypeError(f"a completion must be a str, got {type(text).__name__}")
+    if len(text) > MAX_COMPLETION_CHARS:
+        raise ValueError(
+            f"the completion is {len(text):,} characters long, more than the "
+            f"{MAX_COMPLETION_CHARS:,} read for code"
+        )
     text = text.lstrip("\ufeff")
     if "</think>" in text:
         text = text.rsplit("</think>", 1)[1]
-    text = _THINK_RE.sub("", text)
-    if "```" in text:
-        blocks = [(tag.lower(), body) for tag, body in _FENCE_RE.findall(text)]
+    cut = text.find("<think>")  # no closing tag after it any more: thinking ran to the end
+    if cut >= 0:
+        text = text[:cut]
+    if _FENCE in text:
+        blocks = _fenced_blocks(text)
         chosen = [body for tag, body in blocks if tag in _PYTHON_TAGS] or [b for _, b in blocks]
         # A stray ``` with nothing after it: drop the fence markers themselves.
-        text = "\n\n".join(chosen) if chosen else text.replace("```", "")
+        text = "\n\n".join(chosen) if chosen else text.replace(_FENCE, "")
     return textwrap.dedent(text.replace("\r\n", "\n").replace("\t", "    ")).strip("\n")
+
+
+def _fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """``(tag, body)`` of every fenced block, in one left-to-right pass: each search starts where
+    the previous block ended, so every character is looked at a bounded number of times, however
+    many backticks there are."""
+    blocks: list[tuple[str, str]] = []
+    pos = 0
+    while True:
+        start = text.find(_FENCE, pos)
+        if start < 0:
+            return blocks
+        newline = text.find("\n", start + 3)
+        if newline < 0:  # an opening fence needs a line of its own: none can follow
+            return blocks
+        match = _FENCE_TAG_RE.match(text, start + 3, newline)
+        tag = match.group(1).lower() if match else ""
+        body_start = newline + 1
+        close = _CLOSING_FENCE_RE.search(text, body_start)
+        if close is None:  # unclosed: runs to the end of the text
+            blocks.append((tag, text[body_start:]))
+            return blocks
+        blocks.append((tag, text[body_start : max(body_start, close.start() - 1)]))
+        pos = close.end()
 
 
 def split_blocks(code: str) -> list[Block]:
@@ -131,14 +196,80 @@ def split_blocks(code: str) -> list[Block]:
 
     Code that parses is split by the AST. Code that does not is cut into chunks at lines that
     start a new top-level statement (column 0, outside brackets and triple-quoted strings); each
-    chunk is parsed on its own, so one broken function does not hide the others.
+    chunk keeps its own parse result, so one broken function does not hide the others. Chunks
+    whose first line cannot start a kept block (prose, calls, ``if``...) are ``other`` without
+    being parsed; the rest are parsed together in groups of at most :data:`_GROUP_CHARS`
+    characters, and one by one only inside a group that does not parse.
+
+    Linear in ``len(code)``; raises ``ValueError`` beyond :data:`MAX_CODE_CHARS`.
     """
+    if len(code) > MAX_CODE_CHARS:
+        raise ValueError(
+            f"the code is {len(code):,} characters long, more than the {MAX_CODE_CHARS:,} read"
+        )
     if not code.strip():
         return []
     module = _parse(code)
-    if module is None:
-        return [block for chunk in _chunks(code) for block in _chunk_blocks(chunk)]
-    return _module_blocks(module, code)
+    if module is not None:
+        return _module_blocks(module, code)
+    return _Grouper().blocks(_chunks(code))
+
+
+class _Grouper:
+    """Parses runs of candidate chunks together. The run length adapts: it doubles (up to
+    :data:`_GROUP_CHARS`) after a run that parses and halves after one that does not, so code
+    that is mostly fine costs a few parses, and code that is mostly broken soon costs one parse
+    per chunk and no more (each character is parsed at most three times in all)."""
+
+    def __init__(self) -> None:
+        self.limit = _GROUP_CHARS
+        self.out: list[Block] = []
+
+    def blocks(self, chunks: Iterable[str]) -> list[Block]:
+        group: list[str] = []
+        size = 0
+        for chunk in chunks:
+            if not _may_be_kept(chunk):
+                self._flush(group)
+                group, size = [], 0
+                self.out.append(Block("other", None, chunk))
+                continue
+            if group and size + len(chunk) > self.limit:
+                self._flush(group)
+                group, size = [], 0
+            group.append(chunk)
+            size += len(chunk) + 1
+        self._flush(group)
+        return self.out
+
+    def _flush(self, chunks: list[str]) -> None:
+        if not chunks:
+            return
+        if len(chunks) > 1:
+            joined = "\n".join(chunks)
+            module = _parse(joined)
+            if module is not None:
+                self.out.extend(_module_blocks(module, joined))
+                self.limit = min(_GROUP_CHARS, 2 * self.limit)
+                return
+            self.limit //= 2
+        self.out.extend(block for chunk in chunks for block in _chunk_blocks(chunk))
+
+
+_GROUP_CHARS = 4_000
+"""Largest run of consecutive chunks parsed in one ``ast.parse`` when the whole code does not
+parse (see :class:`_Grouper`)."""
+_KEPT_HEAD_RE = re.compile(
+    r"(?:@|(?:async[ \t]+)?def[ \t]|class[ \t]|import[ \t]|from[ \t]"
+    r"|[^\W\d]\w*[ \t]*(?:,[ \t]*[^\W\d]\w*[ \t]*)*(?::|=(?!=))"
+    r"|[(\[][ \t]*[^\W\d])"
+)
+"""First lines that may start a kept block: decorators, definitions, imports, assignments to
+names (``a = ...``, ``a, b = ...``, ``a: int = ...``, ``(a, b) = ...``)."""
+
+
+def _may_be_kept(chunk: str) -> bool:
+    return _KEPT_HEAD_RE.match(chunk.lstrip("\n")) is not None
 
 
 _PARSE_FAILURES = (SyntaxError, ValueError, RecursionError, MemoryError)
@@ -361,8 +492,7 @@ def signature(prompt: str, entry_point: str) -> str | None:
     """The ``def name(args) -> ret:`` line of the entry point in the prompt, if it can be read."""
     module = _parse(textwrap.dedent(prompt))
     if module is None:
-        m = re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(.*?\)[^:\n]*:", prompt, re.M | re.S)
-        return m.group(0).strip() if m else None
+        return _signature_text(prompt, entry_point)
     for node in module.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry_point:
             returns = f" -> {ast.unparse(node.returns)}" if node.returns is not None else ""
@@ -370,9 +500,24 @@ def signature(prompt: str, entry_point: str) -> str | None:
     return None
 
 
-def assemble(parts: Sequence[str]) -> str:
-    """Join program parts (preamble, helper code, main code) into one module."""
-    return "\n\n\n".join(p.strip("\n") for p in parts if p and p.strip()) + "\n"
+_SIGNATURE_CHARS = 4_000
+"""Longest signature read out of a prompt that does not parse."""
+
+
+def _signature_text(prompt: str, entry_point: str) -> str | None:
+    """``def name(...) ...:`` as written, found with one linear scan (no backtracking)."""
+    m = re.search(rf"^[ \t]*def[ \t]+{re.escape(entry_point)}[ \t]*\(", prompt, re.M)
+    if m is None:
+        return None
+    depth, i, end = 1, m.end(), min(len(prompt), m.end() + _SIGNATURE_CHARS)
+    while i < end and depth:
+        depth += {"(": 1, ")": -1}.get(prompt[i], 0)
+        i += 1
+    line_end = prompt.find("\n", i)
+    colon = prompt.find(":", i, end if line_end < 0 else min(line_end, end))
+    if depth or colon < 0:
+        return None
+    return prompt[m.start() : colon + 1].strip()
 
 
 def syntax_error(code: str) -> str | None:

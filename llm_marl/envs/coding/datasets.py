@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_marl.data.loading import DATA_DIR_ENV, DataError, data_dir, load_records
-from llm_marl.envs.coding.testsuite import TestFormatError, parse_units
+from llm_marl.envs.coding.testsuite import TestFormatError, build_suite
 
 REQUIRED_FIELDS = ("task_id", "prompt", "test", "entry_point")
 OPTIONAL_FIELDS = ("canonical_solution", "reference_aux", "reference_main")
@@ -176,7 +176,7 @@ def _default_records(info: DatasetInfo) -> tuple[list[dict[str, Any]], str, Data
     where = (
         f"${DATA_DIR_ENV}/{info.local_file}"
         if directory is None
-        else f"{directory / info.local_file}"
+        else f"{directory / str(info.local_file)}"
     )
     hub = f" or dataset={info.hub_id!r} (online)" if info.hub_id else ""
     warnings.warn(
@@ -232,7 +232,7 @@ def _validate(records: list[dict[str, Any]], source: str) -> list[dict[str, Any]
         if not entry.isidentifier():
             raise DataError(f"{source}: {task_id}: entry_point {entry!r} is not a Python name")
         try:
-            parse_units(record["test"], entry)
+            build_suite(record["test"], entry, record["prompt"])
         except TestFormatError as err:
             raise DataError(f"{source}: {task_id}: {err}") from err
         task = {k: record[k] for k in REQUIRED_FIELDS}

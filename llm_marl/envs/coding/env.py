@@ -14,8 +14,10 @@ Observation
     partner's code nor any scoring test (Dec-POMDP).
 Action
     Any text; the code is read out of it (Markdown fences, ``<think>`` blocks and prose are
-    handled, see :mod:`~llm_marl.envs.coding.code_utils`). ``infos[agent]["malformed"]`` is True
-    when the agent's function is missing, does not parse, or returns no value.
+    handled, see :mod:`~llm_marl.envs.coding.code_utils`) in time linear in its length; an answer
+    over the reader's caps (1M characters, or 50k characters of code) is not read and counts as
+    no code (``infos[agent]["oversized"]``). ``infos[agent]["malformed"]`` is True when the
+    agent's function is missing, does not parse, or returns no value.
 The program
     The task's preamble (the prompt's imports and given helper functions, e.g. ``poly`` in
     HumanEval/32) + the helper's code + the main agent's code, in that order. Only imports,
@@ -23,9 +25,14 @@ The program
     self-written tests are dropped). Redefinitions are ignored, as in the paper's reward: the
     main agent's own ``aux`` and the helper's own entry point are left out of the program, and
     flagged (``infos[agent]["redefinition_ignored"]``). The program runs in a
-    :mod:`llm_marl.tools.sandbox` sandbox, outside the trainer's process; each test unit (an
-    ``assert`` of the task's ``check(candidate)``, see
-    :mod:`~llm_marl.envs.coding.testsuite`) is scored separately.
+    :mod:`llm_marl.tools.sandbox` sandbox, outside the trainer's process, as a
+    :class:`~llm_marl.tools.sandbox.TeamProgram`: the main agent's code runs in a process of its
+    own where the helper's code never runs, and calls the helper's functions through proxies
+    (plain-data arguments and results), so the tests call the main agent's own entry point
+    whatever the helper's code does at run time (``isolate_main=False`` runs one interpreter, as
+    the reference code does). Each test unit (an ``assert`` of the task's ``check(candidate)``
+    that can fail, see :mod:`~llm_marl.envs.coding.testsuite`) is scored separately; the tests
+    use the task's own definitions of the names its prompt gives (``poly`` in HumanEval/32).
 Reward (joint, every agent; MAGRPO's code levels, weights in :class:`CodeRewardConfig`)
     ``0.4 aux_defined + 0.6 main_defined + 0.5 syntax + 1.0 pass_fraction
     + 0.5 aux_used + 1.0 not_wrapper - 0.5 aux_result_ignored``. Gated as in the paper: nothing
@@ -45,6 +52,10 @@ Multi-round (``num_rounds > 1``)
     ``feedback_fraction`` of them (default 0.25, at least one) are feedback tests, the others
     score. Scoring tests are never shown. Every round is rewarded on the scoring tests (MAGRPO
     trains on per-step returns). With ``num_rounds == 1`` all units score.
+Scoring tests (``score_on=``)
+    ``"all"`` (default, as in the paper): every unit scores, the prompt's examples included.
+    ``"hidden"``: units whose answer the prompt shows do not score, so hard-coding the examples
+    earns nothing (``infos[agent]["scored_on"]`` says which rule a task used).
 Datasets (``dataset=``, ``split=``; see :mod:`~llm_marl.envs.coding.datasets`)
     ``coop_humaneval-v0``: CoopHumanEval (82 problems) from
     ``$LLM_MARL_DATA_DIR/coophumaneval/che_raw.json``; offline without it, the 16-problem bundled
@@ -90,33 +101,14 @@ from llm_marl.envs.coding import prompts
 from llm_marl.envs.coding.datasets import load_tasks
 from llm_marl.envs.coding.rewards import CodeFacts, CodeRewardConfig, code_reward
 from llm_marl.envs.coding.sandboxes import SANDBOX_KINDS, shared_sandbox
-from llm_marl.envs.coding.testsuite import TestUnit, parse_units, split_units
+from llm_marl.envs.coding.testsuite import SCORE_ON, TaskTests, task_tests
 
 if TYPE_CHECKING:
-    from llm_marl.tools.sandbox import Sandbox, TestReport
+    from llm_marl.tools.sandbox import Sandbox, TeamProgram, TestReport
 
 AUX = prompts.AUX_NAME
 DEFAULT_FEEDBACK_FRACTION = 0.25
 ENV_NAMES = {"coophumaneval": "coop_humaneval", "humaneval": "humaneval", "mbpp": "mbpp"}
-
-
-@dataclass(frozen=True)
-class _TaskTests:
-    units: tuple[TestUnit, ...]
-    feedback: tuple[TestUnit, ...]
-    scoring: tuple[TestUnit, ...]
-    suite: Any  # llm_marl.tools.sandbox.TestSuite over every unit, in index order
-
-
-@functools.lru_cache(maxsize=4096)
-def _task_tests(test: str, entry_point: str, task_id: str, feedback_fraction: float) -> _TaskTests:
-    """Units, their split and the sandbox suite of a task (cached: copies of an env share it)."""
-    from llm_marl.tools.sandbox import TestSuite
-
-    units = parse_units(test, entry_point)
-    feedback, scoring = split_units(units, feedback_fraction, task_id)
-    suite = TestSuite.from_asserts([u.script for u in units])
-    return _TaskTests(tuple(units), tuple(feedback), tuple(scoring), suite)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -154,6 +146,16 @@ class CodeCollabEnv(LLMParallelEnv):
         reward: a :class:`~llm_marl.envs.coding.rewards.CodeRewardConfig` or a dict of weights.
         feedback_fraction: share of each task's test units shown as feedback in multi-round mode
             (default 0.25 when ``num_rounds > 1``, else 0: every unit scores).
+        score_on: ``"all"`` (default) or ``"hidden"``: which test units score. ``"hidden"``
+            leaves out the units whose answer the prompt shows (its docstring examples), so
+            hard-coding them earns nothing; ``"all"`` is the default because it is what the
+            MAGRPO paper and its reference code score (presets reproduce the paper). See
+            :mod:`~llm_marl.envs.coding.testsuite`.
+        isolate_main: run the main agent's code in a sandbox process of its own, where the
+            helper's code never runs, so that the tests call the main agent's own entry point
+            (default True; see :mod:`llm_marl.tools.sandbox.program`). ``False`` runs the joined
+            program in one interpreter, as the paper's reference code does, where the helper's
+            code can rebind or rewrite the entry point at run time.
         timeout: seconds allowed for one run of the program with all its tests.
         render_mode: ``"ansi"`` or ``"human"``.
 
@@ -178,6 +180,8 @@ class CodeCollabEnv(LLMParallelEnv):
         sandbox: str | Sandbox = "auto",
         reward: CodeRewardConfig | dict[str, Any] | None = None,
         feedback_fraction: float | None = None,
+        score_on: str = "all",
+        isolate_main: bool = True,
         timeout: float = 10.0,
         render_mode: str | None = None,
     ) -> None:
@@ -197,6 +201,8 @@ class CodeCollabEnv(LLMParallelEnv):
             )
         if not float(timeout) > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
+        if score_on not in SCORE_ON:
+            raise ValueError(f"score_on must be one of {SCORE_ON}, got {score_on!r}")
         if isinstance(sandbox, str):
             if sandbox not in SANDBOX_KINDS:
                 raise ValueError(
@@ -210,6 +216,8 @@ class CodeCollabEnv(LLMParallelEnv):
         self.benchmark = benchmark
         self.num_rounds = num_rounds
         self.feedback_fraction = float(feedback_fraction)
+        self.score_on = score_on
+        self.isolate_main = bool(isolate_main)
         self.timeout = float(timeout)
         self.reward_config = CodeRewardConfig.coerce(reward)
         self._sandbox_spec = sandbox
@@ -228,13 +236,14 @@ class CodeCollabEnv(LLMParallelEnv):
     @property
     def sandbox(self) -> Sandbox:
         """The sandbox that runs programs (started on first access when given as a kind)."""
-        box = self._sandbox
-        if box is None or (isinstance(self._sandbox_spec, str) and getattr(box, "closed", False)):
+        box, spec = self._sandbox, self._sandbox_spec
+        if isinstance(spec, str) and (box is None or getattr(box, "closed", False)):
             # First use, or the shared sandbox was closed (close_shared_sandboxes): get a live one.
             with self._sandbox_lock:
                 box = self._sandbox
                 if box is None or getattr(box, "closed", False):
-                    box = self._sandbox = shared_sandbox(self._sandbox_spec)
+                    box = self._sandbox = shared_sandbox(spec)
+        assert box is not None  # a Sandbox instance is kept from __init__
         return box
 
     def max_reward(self) -> float:
@@ -247,7 +256,7 @@ class CodeCollabEnv(LLMParallelEnv):
         if task is None:
             raise RuntimeError("no current task: call reset() first or pass a task")
         tests = self._tests(task)
-        return [u.source for u in tests.feedback], [u.source for u in tests.scoring]
+        return tests.sources(tests.feedback), tests.sources(tests.scoring)
 
     # ------------------------------------------------------------------ episode
     def setup_episode(self, task: Task) -> None:
@@ -263,6 +272,8 @@ class CodeCollabEnv(LLMParallelEnv):
         self.set_active(self.possible_agents)
 
     def transition(self, actions: dict[str, str]) -> Transition:
+        from llm_marl.tools.sandbox.program import TeamProgram, join_parts
+
         task = self.task
         assert task is not None
         entry = task["entry_point"]
@@ -284,17 +295,20 @@ class CodeCollabEnv(LLMParallelEnv):
                 "helper": entry if helper_sub.defines(entry) else None,
                 "main": AUX if main_sub.defines(AUX) else None,
             }
-        program = cu.assemble([preamble, *(p for a in subs for p in parts[a])])
-        own_syntax = {a: cu.syntax_error(cu.assemble(parts[a])) for a in subs}
+        code = {a: join_parts(parts[a]) for a in subs}
+        team = TeamProgram(preamble, tuple(code[a] for a in subs), entry_part=len(subs) - 1)
+        program = team.source
+        own_syntax = {a: cu.syntax_error(code[a]) for a in subs}
         syntax_ok = cu.syntax_error(program) is None
         main_block = main_sub.function(entry)
         main_defined = main_sub.defines_with_return(entry)
 
         outcome = _Outcome()
         if main_defined and syntax_ok:
-            outcome = self._run(program, entry, tests)
+            isolate = self.isolate_main and not self.single_agent
+            outcome = self._run(team if isolate else program, tests)
         units_passed = outcome.passed or {}
-        scoring_passed = sum(1 for u in tests.scoring if units_passed.get(u.index, False))
+        scoring_passed = sum(1 for i in tests.scoring if units_passed.get(i, False))
         cooperation: dict[str, bool] = {}
         if helper_sub is not None:
             cooperation = {
@@ -327,6 +341,7 @@ class CodeCollabEnv(LLMParallelEnv):
             "syntax_ok": syntax_ok,
             "program": program,
             "sandbox_status": outcome.status,
+            "scored_on": tests.scored_on,
         }
         own_fn = {"helper": AUX, "main": entry, "coder": entry}
         infos = {}
@@ -334,6 +349,7 @@ class CodeCollabEnv(LLMParallelEnv):
             infos[agent] = {
                 **shared,
                 "malformed": not sub.defines_with_return(own_fn[agent]),
+                "oversized": sub.oversized,
                 "redefinition_ignored": ignored[agent],
             }
         success = facts.tests_total > 0 and facts.tests_passed == facts.tests_total
@@ -346,9 +362,14 @@ class CodeCollabEnv(LLMParallelEnv):
         )
 
     # ------------------------------------------------------------------ internals
-    def _tests(self, task: Task) -> _TaskTests:
-        return _task_tests(
-            task["test"], task["entry_point"], str(task["task_id"]), self.feedback_fraction
+    def _tests(self, task: Task) -> TaskTests:
+        return task_tests(
+            task["test"],
+            task["entry_point"],
+            task["prompt"],
+            str(task["task_id"]),
+            self.feedback_fraction,
+            self.score_on,
         )
 
     def _check_task(self, task: Task) -> None:
@@ -359,7 +380,7 @@ class CodeCollabEnv(LLMParallelEnv):
                 "need task_id, prompt, test and entry_point"
             )
 
-    def _run(self, program: str, entry: str, tests: _TaskTests) -> _Outcome:
+    def _run(self, program: str | TeamProgram, tests: TaskTests) -> _Outcome:
         from llm_marl.tools.sandbox import Limits, SandboxUnavailableError, Status
 
         sandbox = self.sandbox  # may raise SandboxUnavailableError: a setup problem, not infra
@@ -386,11 +407,13 @@ class CodeCollabEnv(LLMParallelEnv):
         failures = []
         passed = 0
         if outcome.ran:
-            for unit in tests.feedback:
-                if outcome.passed.get(unit.index, False):
+            for index in tests.feedback:
+                if outcome.passed.get(index, False):
                     passed += 1
                 else:
-                    failures.append((unit.source, _last_line(outcome.errors.get(unit.index))))
+                    failures.append(
+                        (tests.suite.tests[index], _last_line(outcome.errors.get(index)))
+                    )
         for agent, sub in subs.items():
             own_fn = AUX if agent == "helper" else entry
             partner = None if self.single_agent else ("main" if agent == "helper" else "helper")
@@ -413,6 +436,7 @@ class CodeCollabEnv(LLMParallelEnv):
                 passed=passed,
                 total=len(tests.feedback) if outcome.ran else 0,
                 aux_called=aux_called if agent == "main" else None,
+                own_oversized=sub.oversized,
             )
             self.say(agent, prompts.feedback_message(report))
 

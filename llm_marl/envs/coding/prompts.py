@@ -82,6 +82,8 @@ class FeedbackReport:
     total: int = 0
     aux_called: bool | None = None
     """For ``main``: whether it calls ``aux``."""
+    own_oversized: bool = False
+    """This agent's answer was longer than the code reader's caps and was not read."""
 
 
 def feedback_message(report: FeedbackReport) -> str:
@@ -101,6 +103,8 @@ def feedback_message(report: FeedbackReport) -> str:
             else "MISSING (not defined, does not parse, or returns no value)."
         )
     )
+    if r.own_oversized:
+        lines.append("- Your answer was not read: it is far longer than any solution needs.")
     if r.redefinition_ignored:
         lines.append(
             f"- Your definition of `{r.redefinition_ignored}` was ignored: that function is "

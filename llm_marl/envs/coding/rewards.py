@@ -33,8 +33,11 @@ Where we differ from the reference code, and why
       ``return`` as text), so output that cannot run never earns a structure reward.
     * The cooperation checks read the AST (the reference used regular expressions, so an
       ``aux(`` inside a comment or string counted as a call).
-    * Test units are every statement of ``check`` holding an ``assert`` (loops of random checks
-      included); the reference kept only one-line asserts mentioning ``candidate``.
+    * Test units are every statement of ``check`` holding an ``assert`` that can fail (loops of
+      random checks included; ``assert True`` and other asserts that never read the program are
+      not units); the reference kept only one-line asserts mentioning ``candidate``.
+    * The main agent's entry point is called in a process where the helper's code never ran
+      (the reference ``exec``-ed the joined program once, so helper code could replace it).
     * Tests run in a sandbox process with a time limit per run (program + all tests), not with
       ``exec`` and ``SIGALRM`` in the trainer's process.
 """

@@ -30,9 +30,17 @@ Backends (same API, :class:`Sandbox` protocol):
 
 Tests: a list of assert strings, each scored separately; or HumanEval-style
 ``def check(candidate)`` source plus ``entry_point``, split into one test per assert (setup lines
-still run) -- see :class:`TestSuite`.  Tests run in a separate trusted process that calls the
-program through proxies, so nothing the program does (``sys.exit(0)``, fake output, patched
-builtins, objects with a rigged ``__eq__``, ...) can make a test pass; see ``harness.py``.
+still run) -- see :class:`TestSuite`, the one splitter.  Asserts that cannot fail (``assert
+True``: nothing in them reads the program) are not tests; code the task itself gives
+(``task_code=``) is bound after the program's names, so the tests use the task's definitions.
+Tests run in a separate trusted process that calls the program through proxies, so nothing the
+program does (``sys.exit(0)``, fake output, patched builtins, objects with a rigged ``__eq__``,
+...) can make a test pass; see ``harness.py``.
+
+Programs written by a team (a helper's ``aux`` plus a main agent's entry point):
+pass a :class:`TeamProgram` and the entry point's author runs in a process of its own, where no
+other author's code runs, so the tests call that author's own function (see
+:mod:`~llm_marl.tools.sandbox.program`).
 
 Statuses (:class:`Status`): ``ok``, ``failed``, ``timeout``, ``memory``, ``output_limit``, and
 ``infra_error`` when the sandbox itself broke.  Infrastructure errors are *returned* (one bad job
@@ -58,6 +66,7 @@ from llm_marl.tools.sandbox.docker import DockerSandbox
 from llm_marl.tools.sandbox.factory import make_sandbox
 from llm_marl.tools.sandbox.image import DEFAULT_IMAGE, build_image, image_exists
 from llm_marl.tools.sandbox.process import ProcessSandbox, bwrap_available
+from llm_marl.tools.sandbox.program import TeamProgram
 from llm_marl.tools.sandbox.suite import TestSuite
 
 __all__ = [
@@ -72,6 +81,7 @@ __all__ = [
     "SandboxError",
     "SandboxUnavailableError",
     "Status",
+    "TeamProgram",
     "TestCaseResult",
     "TestJob",
     "TestReport",

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from llm_marl.errors import InfrastructureError, LLMMarlError
 
 if TYPE_CHECKING:
+    from llm_marl.tools.sandbox.program import TeamProgram
     from llm_marl.tools.sandbox.suite import TestSuite
 
 
@@ -203,7 +204,7 @@ class TestJob:
     required).
     """
 
-    program: str
+    program: str | TeamProgram
     tests: TestSuite | Sequence[str] | str
     entry_point: str | None = None
     limits: Limits | None = None
@@ -227,13 +228,15 @@ class Sandbox(Protocol):
 
     def run_tests(
         self,
-        program: str,
+        program: str | TeamProgram,
         tests: TestSuite | Sequence[str] | str,
         *,
         entry_point: str | None = None,
         limits: Limits | None = None,
     ) -> TestReport:
-        """Load ``program`` (as module ``solution``) and score every test separately."""
+        """Load ``program`` (as module ``solution``) and score every test separately; a
+        :class:`~llm_marl.tools.sandbox.program.TeamProgram` runs its entry point's author in a
+        process of its own."""
         ...
 
     def run_batch(self, jobs: Sequence[RunJob]) -> list[ExecutionResult]:

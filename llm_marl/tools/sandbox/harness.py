@@ -16,6 +16,11 @@ Process layout of one warm sandbox worker
 The supervisor is started once per worker (its imports are already warm) and forks two fresh
 children per job, so a job costs two ``fork()`` calls rather than an interpreter start.
 
+A *team* program (``job["owner"]``, built by ``program.TeamProgram``) adds a third child, O: the
+shared code plus the entry point's author's own code, in a process that no other author's code
+ever runs in; R talks to O, and O calls the other authors' functions in P (see
+:func:`_owner_main`). P then holds no descriptor of R's.
+
 Why the verdict cannot be forged
 --------------------------------
 Any harness that executes the tests in the same process as the untrusted program can be fooled
@@ -48,8 +53,9 @@ mutating an argument in place, or compares custom class instances, fails.  The t
 program's functions (as proxies), modules, and plain-data globals of up to 10,000 items (copies);
 globals that shadow builtins (a program-level ``abs``) are hidden from them, except the entry
 point.
-Helpers a task's tests take from the program (HumanEval/32's ``poly``) are still the program's,
-exactly as in the original HumanEval harness.  Without ``ctypes`` in the sandbox interpreter the
+Names the suite's own setup defines (a task's helpers, such as HumanEval/32's ``poly``, passed as
+``TestSuite.from_check(task_code=...)``) are bound after the program's, so the tests use the
+task's definitions.  Without ``ctypes`` in the sandbox interpreter the
 supervisor cannot make itself non-dumpable and the host warns.
 
 The supervisor also enforces the wall-clock limit, caps captured output, and after every job kills
@@ -99,6 +105,10 @@ MAX_ERROR_CHARS = 4000
 FD_AUX = 3  # P in run mode: status pipe (uncaught exception type); R: result pipe
 FD_RPC_IN = 4  # P: requests from R; R: responses from P
 FD_RPC_OUT = 5  # P: responses to R; R: requests to P
+# Team programs (job["owner"] set): O, the entry point's author's own process, answers R on
+# FD_RPC_IN/OUT and calls the other authors' names in P through these two.
+FD_UP_IN = 6  # O: responses from P
+FD_UP_OUT = 7  # O: requests to P
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -502,14 +512,93 @@ def _program_main(job, jobdir):
     # Test mode: load the program, publish its global names, serve calls.
     module = _program_module("solution", os.path.join(jobdir, "solution.py"), source)
     ns = module.__dict__
+    _load_and_serve(ns, lambda: exec(compile(source, module.__file__, "exec"), ns), 2)
+
+
+def _load_and_serve(ns, load, harness_frames):
+    """Run ``load()`` (program code into ``ns``), tell the caller the names it defined or why it
+    failed (hiding the ``harness_frames`` outermost frames of the traceback), then answer the
+    caller's calls.  Never returns."""
     try:
-        exec(compile(source, module.__file__, "exec"), ns)
+        load()
     except BaseException as e:
         _flush_stdio()
-        _send_rpc({"loaded": False, "etype": type(e).__name__, "error": _format_traceback(e)})
+        error = _format_traceback(e, skip_frames=harness_frames)
+        _send_rpc({"loaded": False, "etype": type(e).__name__, "error": error})
         os._exit(1)
     _flush_stdio()
     _send_rpc({"loaded": True, "globals": _manifest(ns)})
+    _serve(ns)
+
+
+def _owner_main(job, jobdir):
+    """O: the entry point's author's code, in a process no other author's code ever ran in.
+
+    A team program (``job["owner"]``) has a trusted shared part (the task's imports and given
+    functions) and parts written by different authors. P loads the whole program as usual but
+    only answers O. O runs the shared part, binds the other authors' names as proxies to P (small
+    plain values as copies; names that shadow a builtin are left out, as for the tests), then runs
+    its own author's part and serves R. So the tests call the entry point its author defined, and
+    nothing the other authors' code does at run time (threads, finalizers, import hooks, patched
+    builtins or modules, rebinding globals, rewriting ``__code__``...) can reach it: what crosses
+    from P is plain data returned by explicit calls.  Never returns.
+    """
+    owner = job["owner"]
+    partners = _ProgramConnection(FD_UP_OUT, FD_UP_IN)
+    try:
+        first = read_frame(FD_UP_IN, MAX_RPC_FRAME)
+    except BaseException as e:
+        first = {"loaded": False, "etype": "ProgramExit", "error": _safe_text(e)}
+    if not isinstance(first, dict) or not first.get("loaded"):
+        first = first if isinstance(first, dict) else {}
+        _send_rpc(
+            {
+                "loaded": False,
+                "etype": str(first.get("etype", "ProgramExit")),
+                "error": str(first.get("error", "the program exited before it finished loading")),
+            }
+        )
+        os._exit(1)
+    path = os.path.join(jobdir, "solution.py")  # P wrote the whole program there
+    module = types.ModuleType("solution")
+    module.__file__ = path
+    module.__builtins__ = __builtins__
+    sys.modules["solution"] = module
+    ns = module.__dict__
+
+    def load():
+        import builtins
+
+        _exec_at(owner["shared"], int(owner["shared_line"]), path, ns)
+        manifest = first.get("globals")
+        for name, kind in manifest.items() if isinstance(manifest, dict) else ():
+            if name in ns or name.startswith("__") or hasattr(builtins, name):
+                continue
+            try:
+                if kind[0] == "f":
+                    ns[name] = _RemoteFunction(name, partners)
+                elif kind[0] == "v":
+                    ns[name] = decode_value(kind[1])
+                elif kind[0] == "m":
+                    import importlib
+
+                    ns[name] = importlib.import_module(str(kind[1]))
+            except BaseException:
+                continue
+        _exec_at(owner["code"], int(owner["code_line"]), path, ns)
+
+    _load_and_serve(ns, load, 3)
+
+
+def _exec_at(source, first_line, path, ns):
+    """Run ``source`` as lines ``first_line``... of ``path`` (tracebacks match the whole file)."""
+    if source:
+        code = compile("\n" * (first_line - 1) + source, path, "exec", dont_inherit=True)
+        exec(code, ns)
+
+
+def _serve(ns):
+    """Answer calls to the functions of ``ns`` until the caller closes the channel."""
     while True:
         try:
             request = read_frame(FD_RPC_IN, MAX_RPC_FRAME)
@@ -596,16 +685,18 @@ class ProgramError(Exception):
 
 
 class _ProgramConnection:
-    def __init__(self):
+    def __init__(self, fd_out=FD_RPC_OUT, fd_in=FD_RPC_IN):
         self.dead = None
+        self.fd_out = fd_out
+        self.fd_in = fd_in
 
     def call(self, name, args, kwargs):
         if self.dead:
             raise ProgramError(self.dead)
         request = pack({"name": name, "args": encode_value(args), "kwargs": encode_value(kwargs)})
         try:
-            write_all(FD_RPC_OUT, request)
-            reply = read_frame(FD_RPC_IN, MAX_RPC_FRAME)
+            write_all(self.fd_out, request)
+            reply = read_frame(self.fd_in, MAX_RPC_FRAME)
         except Exception as e:  # EOF, broken pipe, or a garbled frame: P is unusable now
             reply = None
             self.dead = f"the program's process is gone or misbehaved ({e})"
@@ -866,6 +957,18 @@ class Supervisor:
                     FD_RPC_OUT: resp_w,
                 }
                 stdin_fd = devnull
+                if job.get("owner") is not None:
+                    # A team program: R talks to O (the entry point's author's own process), and
+                    # P, the whole program, only to O (see _owner_main).
+                    up_req_r, up_req_w = fds.pipe()  # O -> P
+                    up_resp_r, up_resp_w = fds.pipe()  # P -> O
+                    owner_fds = dict(program_fds)
+                    owner_fds.update({FD_UP_IN: up_resp_r, FD_UP_OUT: up_req_w})
+                    program_fds.update({FD_RPC_IN: up_req_r, FD_RPC_OUT: up_resp_w})
+                    owner = self._fork(
+                        lambda: _owner_main(job, jobdir), jobdir, limits, owner_fds, devnull
+                    )
+                    children[owner] = "owner"
             else:
                 program_fds = {1: out_w, 2: err_w, FD_AUX: aux_w}
                 stdin_fd = self._stdin_fd(job.get("stdin") or "", jobdir, devnull, fds)

@@ -34,6 +34,7 @@ from llm_marl.tools.sandbox.base import (
     TestJob,
     TestReport,
 )
+from llm_marl.tools.sandbox.program import TeamProgram
 from llm_marl.tools.sandbox.suite import TestSuite
 from llm_marl.tools.sandbox.verdict import (
     infra_execution_result,
@@ -328,7 +329,7 @@ class PooledSandbox(ABC):
 
     def run_tests(
         self,
-        program: str,
+        program: str | TeamProgram,
         tests: TestSuite | Sequence[str] | str,
         *,
         entry_point: str | None = None,
@@ -340,10 +341,14 @@ class PooledSandbox(ABC):
         HumanEval-style ``def check(candidate)`` needs ``entry_point``).  Raises ``ValueError``
         for malformed tests (the dataset's fault); everything the program does is reported in
         the returned :class:`TestReport`, and an infrastructure failure comes back as
-        ``Status.INFRA_ERROR``.
+        ``Status.INFRA_ERROR``.  A :class:`TeamProgram` runs its entry point's author in a
+        process of its own (see :mod:`~llm_marl.tools.sandbox.program`).
         """
+        owner = None
+        if isinstance(program, TeamProgram):
+            owner, program = program.to_wire(), program.source
         if not isinstance(program, str):
-            raise TypeError(f"program must be a str, got {type(program).__name__}")
+            raise TypeError(f"program must be a str or TeamProgram, got {type(program).__name__}")
         self._check_open()
         suite = TestSuite.coerce(tests, entry_point)
         if entry_point is not None and suite.entry_point not in (None, entry_point):
@@ -359,6 +364,7 @@ class PooledSandbox(ABC):
             "limits": limits.to_wire(),
             "tests_len": len(tests_bytes),
             "n_tests": len(suite.tests),
+            "owner": owner,
         }
         facts = self._execute(harness.pack(job) + tests_bytes, limits)
         if isinstance(facts, str):

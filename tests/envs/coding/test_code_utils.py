@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llm_marl.envs.coding import code_utils as cu
+from llm_marl.tools.sandbox.program import join_parts
 
 AUX = "def aux(x):\n    return x * 2\n"
 
@@ -41,7 +42,7 @@ def test_bare_code_with_prose_around_it():
     sub = cu.Submission.from_completion(text)
     assert [b.kind for b in sub.blocks if b.kept] == ["def"]
     assert sub.defines_with_return("aux")
-    assert cu.syntax_error(cu.assemble(sub.program_parts())) is None
+    assert cu.syntax_error(join_parts(sub.program_parts())) is None
 
 
 def test_one_broken_function_does_not_hide_the_others():
@@ -51,7 +52,7 @@ def test_one_broken_function_does_not_hide_the_others():
     assert aux is not None and not aux.parses
     assert main is not None and main.parses
     # The broken definition stays in the program, so the syntax term sees it.
-    assert cu.syntax_error(cu.assemble(sub.program_parts())) is not None
+    assert cu.syntax_error(join_parts(sub.program_parts())) is not None
 
 
 def test_docstring_lines_at_column_zero_do_not_split_a_broken_function():
@@ -65,7 +66,7 @@ def test_top_level_statements_other_than_definitions_are_dropped():
     sub = cu.Submission.from_completion(code)
     assert [b.kind for b in sub.blocks] == ["import", "assign", "def", "other", "other"]
     assert (
-        cu.assemble(sub.program_parts())
+        join_parts(sub.program_parts())
         == "import os\n\n\nLIMIT = 3\n\n\ndef f():\n    return LIMIT\n"
     )
 
@@ -180,5 +181,5 @@ def test_random_text_yields_no_definitions():
 def test_pathological_input_never_raises(text):
     sub = cu.Submission.from_completion(text)
     assert not sub.defines_with_return("f")
-    program = cu.assemble(sub.program_parts())
+    program = join_parts(sub.program_parts())
     assert cu.syntax_error(program) is None or cu.syntax_error(program).startswith("SyntaxError")
