@@ -75,8 +75,9 @@ class TrainerConfig:
     """Continue from the newest checkpoint in ``output_dir`` if there is one."""
     seed: int = 0
     """Seeds task order, env resets and sampling (step ``k`` depends only on seed and k)."""
-    log_every: int = 1
-    """Print a console row every this many steps (JSONL gets every step)."""
+    log_every: int | None = 1
+    """Print a console row every this many steps (JSONL gets every step); ``None``: about 20
+    rows per run (every ``steps // 20`` steps)."""
     tensorboard: bool = False
     """Also log to TensorBoard (needs the ``tensorboard`` package)."""
     wandb: bool = False
@@ -96,7 +97,7 @@ class TrainerConfig:
 
     def __post_init__(self) -> None:
         for name in ("steps", "tasks_per_step", "group_size", "eval_group_size", "log_every"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("eval_every", "save_every"):
             if getattr(self, name) < 0:
@@ -180,6 +181,7 @@ class Trainer:
         self._align_logprob_temperature()
         self.algorithm.setup(self.policies, self.sampling)
         self.output_dir = Path(self.config.output_dir)
+        self.log_every = self.config.log_every or max(1, self.config.steps // 20)
         self.step = 0
 
     # ------------------------------------------------------------------ helpers
@@ -322,7 +324,7 @@ class Trainer:
                 row = logger.log(self.step, metrics)
                 if first_eval is None and any(k.startswith("eval/") for k in row):
                     first_eval = last_eval
-                if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                if self.step % self.log_every == 0 or self.step == cfg.steps:
                     self._print(row)
                 if (cfg.save_every and self.step % cfg.save_every == 0) or self.step == cfg.steps:
                     self.save_checkpoint()
