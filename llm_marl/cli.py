@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -107,7 +108,7 @@ def _play(args: argparse.Namespace) -> int:
                     return 1
         obs, rewards, terms, truncs, infos = env.step(actions)
         total += next(iter(rewards.values()), 0.0)
-    first = next(iter(infos.values()), {})
+    first: dict[str, Any] = next(iter(infos.values()), {})
     print(f"\nepisode over: team reward {total:.3f}, components {first.get('reward_components')}")
     if first.get("error"):
         print(f"infrastructure error: {first['error']}")

@@ -331,6 +331,13 @@ def _convert_config(value: Any, cls: type, path: str) -> Any:
         raise ConfigError(f"{path or cls.__name__}: {exc}") from exc
 
 
+def _raise_misspelt(value: Mapping[str, Any], cls: type, path: str) -> None:
+    """In a mapping with some of ``cls``'s fields, a key with a plain value is a typo."""
+    for key, item in value.items():
+        if key not in _fields(cls) and not isinstance(item, Mapping):
+            raise _unknown_key(path, str(key), cls)
+
+
 def _convert_union(value: Any, options: tuple[Any, ...], path: str) -> Any:
     configs = [m for m in options if _is_config_class(m)]
     mappings = [m for m in options if _is_mapping_type(m)]
@@ -341,10 +348,11 @@ def _convert_union(value: Any, options: tuple[Any, ...], path: str) -> Any:
         if mappings:
             if configs and any(k in _fields(configs[0]) for k in value):
                 cls = configs[0]
+                _raise_misspelt(value, cls, path)
                 raise ConfigError(
                     f"{path}: give either {cls.__name__} fields (one value for all), or one "
-                    f"{cls.__name__} per key (e.g. per agent), not a mix of both; got keys "
-                    f"{sorted(map(str, value))}"
+                    f"{cls.__name__} per key (e.g. per agent, given whole), not a mix of both; "
+                    f"got keys {sorted(map(str, value))}"
                 )
             return _convert(value, mappings[0], path)
         return _convert_config(value, configs[0], path)  # raises: names the unknown key
@@ -377,6 +385,8 @@ def merge(lower: Any, higher: Any, tp: Any, path: str = "") -> Any:
             return higher  # the per-key form (e.g. per agent): replaced whole
         key = next(k for k in higher if k not in _fields(cls))
         raise _unknown_key(path, str(key), cls)
+    if _per_key(lower, cls):
+        raise _per_key_error(path, cls, lower)
     if not _in_config_form(lower, cls):
         lower = {}
     hints = _hints(cls)
@@ -386,12 +396,27 @@ def merge(lower: Any, higher: Any, tp: Any, path: str = "") -> Any:
     return out
 
 
+def _per_key(value: Any, cls: type) -> bool:
+    """A non-empty mapping in the per-key form of a ``cls | dict[str, cls]`` field."""
+    return isinstance(value, Mapping) and bool(value) and not _in_config_form(value, cls)
+
+
+def _per_key_error(path: str, cls: type, value: Mapping[str, Any]) -> ConfigError:
+    return ConfigError(
+        f"{path} holds one {cls.__name__} per key here ({', '.join(map(str, value))}); set "
+        f"its fields per key ({path}.KEY.FIELD), or give a whole new value"
+    )
+
+
 def set_path(data: Mapping[str, Any], path: Path_, value: Any, tp: Any) -> dict[str, Any]:
     """A copy of ``data`` with ``value`` merged in at ``path`` (``tp``: the root's type)."""
     out = dict(data)
     node: dict[str, Any] = out
     node_type = tp
     for depth, key in enumerate(path):
+        cls = _config_member(node_type)
+        if cls is not None and key in _fields(cls) and _per_key(node, cls):
+            raise _per_key_error(".".join(path[:depth]), cls, node)
         child_type = _child_type(node_type, key)
         if depth == len(path) - 1:
             node[key] = merge(node.get(key), value, child_type, ".".join(path))
@@ -505,11 +530,14 @@ class CommandLine:
                     f"--{name} is ambiguous: write the full name, one of "
                     + ", ".join(f"--{o}" for o in owners)
                 )
-        return [self._walk(name.split("."), name)]
+        head, _, rest = name.partition(".")
+        key = head.replace("-", "_")
+        if key not in _fields(self.root) and len(self.short.get(key, [])) == 1:
+            leaf = self.short[key][0]  # a short name, then keys: --sampling.left.temperature
+            return [self._walk(rest.split("."), name, list(leaf.path), leaf.type)]
+        return [self._walk(name.split("."), name, [], self.root)]
 
-    def _walk(self, segments: list[str], name: str) -> tuple[Path_, Any]:
-        tp: Any = self.root
-        path: list[str] = []
+    def _walk(self, segments: list[str], name: str, path: list[str], tp: Any) -> tuple[Path_, Any]:
         for seg in segments:
             cls = _config_member(tp)
             field = None
@@ -639,9 +667,9 @@ class CommandLine:
             if _mapping_member(leaf.type) is not None and _config_member(leaf.type) is None:
                 label += ".KEY"
             label += f" {_metavar(leaf.type)}"
-            short = [f"--{_dashed(s)}" for s in aliases.get(leaf.path, [])]
-            if short:
-                label += f"  (or {', '.join(short)})"
+            others = [f"--{_dashed(s)}" for s in aliases.get(leaf.path, [])]
+            if others:
+                label += f"  (or {', '.join(others)})"
             lines.append("  " + label)
             text = _plain(leaf.doc)
             if data is not None:

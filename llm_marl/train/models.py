@@ -145,14 +145,16 @@ def trainable_policies(
 
     agents = list(agents)
     built = agents[:1] if config.share else agents
-    model = _hf_path(config.model)
-    paths = tiny_models(out, built, seed) if model == TINY else dict.fromkeys(built, model)
+    if config.model == TINY:
+        paths = tiny_models(out, built, seed)
+    else:  # "hf:./tiny" names a directory called tiny
+        paths = dict.fromkeys(built, config.model.removeprefix("hf:"))
     device = config.device or _default_device()
     if config.lora:
         from peft import LoraConfig
         from transformers import AutoModelForCausalLM
 
-        base = AutoModelForCausalLM.from_pretrained(
+        base: Any = AutoModelForCausalLM.from_pretrained(
             paths[agents[0]], dtype=_torch_dtype(config.dtype, device)
         )
         base.to(device)
@@ -184,7 +186,9 @@ def _reference(path: str, config: PoliciesConfig, device: str) -> Any:
     """A frozen copy of the starting weights (full fine-tuning's KL reference)."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=_torch_dtype(config.dtype, device))
+    model: Any = AutoModelForCausalLM.from_pretrained(
+        path, dtype=_torch_dtype(config.dtype, device)
+    )
     return model.to(device)
 
 
@@ -277,10 +281,6 @@ def _check_spec(agent: str, spec: str) -> None:
             "openai:MODEL@URL (URL starting with http:// or https://), "
             "scripted:module:function"
         )
-
-
-def _hf_path(model: str) -> str:
-    return model.removeprefix("hf:")
 
 
 def check_agents(config: PoliciesConfig, agents: Sequence[str], env: str) -> list[str]:

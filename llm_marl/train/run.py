@@ -73,7 +73,8 @@ class RunConfig:
 
 def run_config_class(algo: str) -> type[RunConfig]:
     """The :class:`RunConfig` subclass whose ``algorithm`` section is ``algo``'s config class."""
-    return _run_config_class(get_algorithm(algo).config)
+    config_class: type = get_algorithm(algo).config
+    return _run_config_class(config_class)
 
 
 @functools.cache
@@ -267,15 +268,18 @@ def build_policies(config: RunConfig) -> dict[str, Any]:
     """
     from llm_marl.envs.registration import make
     from llm_marl.train.models import check_agents, frozen_policy, trainable_policies
-    from llm_marl.train.warmup import toy_format_warmup
+    from llm_marl.train.warmup import num_symbols, toy_format_warmup
 
     pc, tc = config.policies, config.trainer
     if pc.threads:
         import torch
 
         torch.set_num_threads(pc.threads)
-    agents = list(make(tc.env, **tc.env_kwargs).possible_agents)
+    env = make(tc.env, **tc.env_kwargs)
+    agents = list(env.possible_agents)
     trainable = check_agents(pc, agents, tc.env)
+    if pc.format_warmup_steps:
+        num_symbols(env, tc.env)  # refuse a non-toy env before building any model
     out = Path(tc.output_dir) / "models"
 
     def warmup(policies: Mapping[str, Any]) -> dict[str, float]:

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_marl.algos.base import Algorithm
+from llm_marl.algos import Algorithm
 from llm_marl.policies.base import Policy, SamplingParams, per_agent_sampling
 from llm_marl.rollout import collect
 from llm_marl.rollout.collect import check_policies
 from llm_marl.rollout.types import Episode
+from llm_marl.train.logging import ConsoleTable
 
 _EVAL_SEED_OFFSET = 999_983
 """Evaluations use seed ``config.seed + this``: fixed across evaluations, unlike training."""
@@ -303,7 +304,7 @@ class Trainer:
             # Keep the rows up to the checkpoint; a fresh start (no checkpoint) starts a new file.
             resume_step=start if start > 0 else None,
         )
-        self._table = None
+        self._table: ConsoleTable | None = None
         self._print_fn = bar.write if cfg.progress else print
         first_eval = _first_eval(logger.history)
         last_eval = _last_eval(logger.history)
@@ -390,8 +391,6 @@ class Trainer:
         if not self.config.console:
             return
         if self._table is None:
-            from llm_marl.train.logging import ConsoleTable
-
             self._table = ConsoleTable(_console_columns(row), print_fn=self._print_fn)
         self._table.log(row)
 
@@ -494,6 +493,6 @@ def _env_name(env: Any) -> str:
 def _config_dict(cfg: TrainerConfig, algorithm: Algorithm) -> dict[str, Any]:
     out: dict[str, Any] = {"trainer": dataclasses.asdict(cfg), "algorithm": algorithm.name}
     algo_cfg = getattr(algorithm, "config", None)
-    if dataclasses.is_dataclass(algo_cfg):
+    if dataclasses.is_dataclass(algo_cfg) and not isinstance(algo_cfg, type):
         out["algorithm_config"] = dataclasses.asdict(algo_cfg)
     return out

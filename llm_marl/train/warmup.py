@@ -14,7 +14,7 @@ from typing import Any
 
 from llm_marl.errors import ConfigError
 
-__all__ = ["TOY_ENVS", "toy_format_warmup"]
+__all__ = ["TOY_ENVS", "num_symbols", "toy_format_warmup"]
 
 TOY_ENVS = ("coordination-v0", "referential-v0")
 """The envs whose answer format the warm-up knows (one digit below ``env.num_symbols``)."""
@@ -44,14 +44,11 @@ def toy_format_warmup(
     from llm_marl.rollout import collect
 
     env = make(env_id, **dict(env_kwargs or {}))
-    n = getattr(env, "num_symbols", None)
-    if n is None:
-        raise ConfigError(
-            f"the answer-format warm-up is for the toy envs {TOY_ENVS}, not {env_id}; "
-            "set --format-warmup-steps 0"
-        )
+    n = num_symbols(env, env_id)
     rng = random.Random(seed)
-    scripted = {a: ScriptedPolicy(lambda conv: str(rng.randrange(n))) for a in env.possible_agents}
+    scripted: dict[str, Any] = {
+        a: ScriptedPolicy(lambda conv: str(rng.randrange(n))) for a in env.possible_agents
+    }
     episodes = collect(
         env_id,
         scripted,
@@ -79,6 +76,17 @@ def toy_format_warmup(
         if policy.reference_model is not None:  # the KL reference starts where RL starts
             policy.reference_model.load_state_dict(policy.model.state_dict())
     return losses
+
+
+def num_symbols(env: Any, env_id: str) -> int:
+    """The number of valid answers of a toy env; :class:`ConfigError` for any other env."""
+    n = getattr(env, "num_symbols", None)
+    if not isinstance(n, int):
+        raise ConfigError(
+            f"the answer-format warm-up is for the toy envs {TOY_ENVS}, not {env_id}; "
+            "set --format-warmup-steps 0"
+        )
+    return n
 
 
 def _nll_step(
