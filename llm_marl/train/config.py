@@ -34,6 +34,7 @@ Command line
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import functools
@@ -74,12 +75,8 @@ _FALSE_WORDS = ("false", "no", "off", "0")
 # ---------------------------------------------------------------------------------------- types
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    return _cached_hints(cls)
-
-
 @functools.cache
-def _cached_hints(cls: type) -> dict[str, Any]:
+def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
@@ -194,8 +191,6 @@ def _cached_docs(cls: type) -> tuple[tuple[str, str], ...]:
             source = textwrap.dedent(inspect.getsource(klass))
         except (OSError, TypeError):
             continue
-        import ast
-
         body = ast.parse(source).body[0]
         if not isinstance(body, ast.ClassDef):
             continue
@@ -562,13 +557,13 @@ class CommandLine:
         if cls is None:
             return ConfigError(f"--{name}: {where} is a single value; it has no {seg!r}")
         if not at:
+            key = name.replace("-", "_")
             names = sorted({*self.short, *(".".join(leaf.path) for leaf in self.leaves)})
-            close = difflib.get_close_matches(name.replace("-", "_"), names, n=3)
-            hint = f" Did you mean {', '.join('--' + c for c in close)}?" if close else ""
-            return ConfigError(
-                f"unknown option --{name}.{hint} Sections: {', '.join(_fields(cls))}; "
-                "see --help for every option"
-            )
+            close = difflib.get_close_matches(key, names, n=3)
+            if not close:  # --out -> --output-dir
+                close = [n for n in self.short if n.startswith(key) or key in n.split("_")][:3]
+            hint = f" Did you mean {', '.join('--' + _dashed(c) for c in close)}?" if close else ""
+            return ConfigError(f"unknown option --{name}.{hint} See --help for every option")
         error = _unknown_key(where, seg, cls)
         return ConfigError(f"--{name}: {error}")
 

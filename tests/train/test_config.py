@@ -349,6 +349,47 @@ def test_any_command_line_either_parses_or_raises_a_config_error(argv):
         _parse(*argv)
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(
+                [
+                    "--algo",
+                    "magrpo",
+                    "agentpo",
+                    "matpo",
+                    "--preset",
+                    "toy-coordination",
+                    "generic",
+                    "--config",
+                    "/nonexistent.yaml",
+                    "--env",
+                    "referential-v0",
+                    "--steps",
+                    "--sampling.left.temperature",
+                    "--seed",
+                    "--lora",
+                    "--no-lora",
+                    "--policies.frozen.left",
+                    "tiny",
+                    "--trainer.env_kwargs.x",
+                    "1",
+                ]
+            ),
+            st.text(max_size=10),
+        ),
+        max_size=8,
+    )
+)
+def test_any_run_command_line_gives_a_run_config_or_a_config_error(argv):
+    try:
+        config = parse_run_config(argv)
+    except ConfigError:
+        return
+    assert config.algo in ("magrpo", "agentpo", "matpo")
+
+
 def test_help_lists_every_option_with_its_doc_and_value():
     cli = CommandLine(Root)
     text = cli.help(config_to_dict(Root(section=Section(count=4))))

@@ -17,7 +17,7 @@ Adding a preset is adding data: build a :class:`Preset` and :func:`register_pres
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,16 +68,19 @@ def preset(
     summary: str,
     values: Mapping[str, Any],
     *,
-    defaults: Mapping[str, Mapping[str, Any]] | None = None,
+    defaults: Sequence[Mapping[str, Mapping[str, Any]]] = (),
     auto: bool = False,
 ) -> Preset:
-    """Build and register a preset; ``defaults`` (section -> fields) go under ``values``.
+    """Build and register a preset: ``defaults`` (layers of section -> fields, in order), then
+    ``values``, merged section by section.
 
-    ``defaults`` holds what every preset of a family shares (e.g. its output directory).
+    ``defaults`` hold what a family of presets shares (an output directory, a paper's released
+    hyperparameters), so that each value is written once.
     """
-    merged = dict(values)
-    for section, fields in (defaults or {}).items():
-        merged[section] = {**fields, **values.get(section, {})}
+    merged: dict[str, Any] = {}
+    for layer in (*defaults, values):
+        for section, fields in layer.items():
+            merged[section] = {**merged.get(section, {}), **fields}
     return register_preset(Preset(name, algo, summary, merged, auto=auto))
 
 

@@ -48,7 +48,7 @@ TOY_REFERENTIAL = preset(
         # The frozen listener: a tiny LM taught to read the digit in a message, then frozen.
         "policies": {"model": "tiny", "frozen": {"listener": "tiny"}, "format_warmup_steps": 60},
     },
-    defaults=_RUN,
+    defaults=(_RUN,),
     auto=True,
 )
 
@@ -56,64 +56,41 @@ TOY_REFERENTIAL = preset(
 # collaborator, Llama-3.2-3B-Instruct frozen actor, 500 MATH level 3-5 problems, 1 epoch,
 # 4 prompts x 16 responses per step, lr 1e-6, 10 warmup steps, weight decay 0.1, grad clip
 # 1.0, clip 0.2 / 0.28, token-mean, no KL, temperature 1.0, 768 response tokens.
+_RELEASED: dict[str, Any] = {
+    "trainer": {
+        "steps": 125,
+        "group_size": 16,
+        "tasks_per_step": 4,
+        "sampling": {"max_new_tokens": 768, "temperature": 1.0},
+        "eval_every": 25,
+    },
+    "algorithm": {
+        "reward_component": None,  # the math envs' reward is already binary correctness
+        "lr": 1e-6,
+        "weight_decay": 0.1,
+        "warmup_steps": 10,  # learning-rate warmup
+        "epochs": 1,
+    },
+    "policies": {
+        "model": "Qwen/Qwen2.5-3B-Instruct",
+        "frozen": {"actor": "hf:meta-llama/Llama-3.2-3B-Instruct"},
+        "format_warmup_steps": 0,
+        "dtype": "bfloat16",
+    },
+}
+
 AGENTPO_MATH_HINT = preset(
     "agentpo",
     "agentpo-math-hint",
     "the paper's hint topology: Qwen2.5-3B-Instruct hint agent, frozen Llama-3.2-3B actor",
-    {
-        "trainer": {
-            "env": "math_hint-v0",
-            "steps": 125,
-            "group_size": 16,
-            "tasks_per_step": 4,
-            "sampling": {"max_new_tokens": 768, "temperature": 1.0},
-            "eval_every": 25,
-        },
-        "algorithm": {
-            "collaborator": "hint",
-            "reward_component": None,  # the math envs' reward is already binary correctness
-            "lr": 1e-6,
-            "weight_decay": 0.1,
-            "warmup_steps": 10,  # learning-rate warmup
-            "epochs": 1,
-        },
-        "policies": {
-            "model": "Qwen/Qwen2.5-3B-Instruct",
-            "frozen": {"actor": "hf:meta-llama/Llama-3.2-3B-Instruct"},
-            "format_warmup_steps": 0,
-            "dtype": "bfloat16",
-        },
-    },
-    defaults=_RUN,
+    {"trainer": {"env": "math_hint-v0"}, "algorithm": {"collaborator": "hint"}},
+    defaults=(_RUN, _RELEASED),
 )
 
 AGENTPO_MATH_CRITIC = preset(
     "agentpo",
     "agentpo-math-critic",
     "the paper's critic topology: Qwen2.5-3B-Instruct critic, frozen Llama-3.2-3B actor",
-    {
-        "trainer": {
-            "env": "math_critic-v0",
-            "steps": 125,
-            "group_size": 16,
-            "tasks_per_step": 4,
-            "sampling": {"max_new_tokens": 768, "temperature": 1.0},
-            "eval_every": 25,
-        },
-        "algorithm": {
-            "collaborator": "critic",
-            "reward_component": None,
-            "lr": 1e-6,
-            "weight_decay": 0.1,
-            "warmup_steps": 10,  # learning-rate warmup
-            "epochs": 1,
-        },
-        "policies": {
-            "model": "Qwen/Qwen2.5-3B-Instruct",
-            "frozen": {"actor": "hf:meta-llama/Llama-3.2-3B-Instruct"},
-            "format_warmup_steps": 0,
-            "dtype": "bfloat16",
-        },
-    },
-    defaults=_RUN,
+    {"trainer": {"env": "math_critic-v0"}, "algorithm": {"collaborator": "critic"}},
+    defaults=(_RUN, _RELEASED),
 )

@@ -1,10 +1,9 @@
 """MAGRPO presets (Liu et al. 2025): toy games on CPU, any env, the paper's CoopHumanEval setup.
 
 Every preset here also sets ``_RUN``: output under ``runs/magrpo``, a checkpoint every 25 steps,
-about 20 console rows.
-Values a preset leaves out are the config defaults (``MAGRPOConfig``, ``TrainerConfig``,
-``PoliciesConfig``); those the former example script filled in for every preset (top-p 1.0,
-discount 1.0, token-mean aggregation, greedy evaluation) are written out below.
+about 20 console rows. Values a preset leaves out are the config defaults (``MAGRPOConfig``,
+``TrainerConfig``, ``PoliciesConfig``); those the former example script filled in for every
+preset (top-p 1.0, discount 1.0, token-mean aggregation, greedy evaluation) are written out below.
 """
 
 from __future__ import annotations
@@ -17,6 +16,27 @@ _RUN: dict[str, Any] = {
     "trainer": {"output_dir": "runs/magrpo", "save_every": 25, "log_every": None}
 }
 
+# What the two toy presets share: tiny LMs, one-digit answers sampled at temperature 1, a KL
+# term, two passes per batch.
+_TOY: dict[str, Any] = {
+    "trainer": {
+        "group_size": 16,
+        "sampling": {"max_new_tokens": 2, "temperature": 1.0, "top_p": 1.0},
+        "eval_every": 25,
+        # 8 sampled episodes per eval task, at the rollout sampling: the team's true
+        # chance-level reward before training.
+        "eval_group_size": 8,
+        "eval_sampling": {"max_new_tokens": 2, "temperature": 1.0, "top_p": 1.0},
+    },
+    "algorithm": {
+        "lr": 3e-3,
+        "kl_coef": 0.1,
+        "epochs": 2,
+        "gamma": 1.0,
+        "aggregation": "token-mean",
+    },
+    "policies": {"model": "tiny"},
+}
 
 # The offline default: two tiny LMs learn a coordination convention on CPU.
 TOY_COORDINATION = preset(
@@ -24,28 +44,10 @@ TOY_COORDINATION = preset(
     "toy-coordination",
     "two offline tiny LMs learn a coordination convention on CPU (the default)",
     {
-        "trainer": {
-            "env": "coordination-v0",
-            "steps": 150,
-            "group_size": 16,
-            "tasks_per_step": 5,
-            "sampling": {"max_new_tokens": 2, "temperature": 1.0, "top_p": 1.0},
-            "eval_every": 25,
-            # 8 sampled episodes per eval task, at the rollout sampling: the team's true
-            # chance-level reward before training.
-            "eval_group_size": 8,
-            "eval_sampling": {"max_new_tokens": 2, "temperature": 1.0, "top_p": 1.0},
-        },
-        "algorithm": {
-            "lr": 3e-3,
-            "kl_coef": 0.1,
-            "epochs": 2,
-            "gamma": 1.0,
-            "aggregation": "token-mean",
-        },
-        "policies": {"model": "tiny", "format_warmup_steps": 60},
+        "trainer": {"env": "coordination-v0", "steps": 150, "tasks_per_step": 5},
+        "policies": {"format_warmup_steps": 60},
     },
-    defaults=_RUN,
+    defaults=(_RUN, _TOY),
     auto=True,
 )
 
@@ -54,26 +56,10 @@ TOY_REFERENTIAL = preset(
     "toy-referential",
     "two offline tiny LMs learn to name an object (speaker -> listener) on CPU",
     {
-        "trainer": {
-            "env": "referential-v0",
-            "steps": 100,
-            "group_size": 16,
-            "tasks_per_step": 4,
-            "sampling": {"max_new_tokens": 2, "temperature": 1.0, "top_p": 1.0},
-            "eval_every": 25,
-            "eval_group_size": 8,
-            "eval_sampling": {"max_new_tokens": 2, "temperature": 1.0, "top_p": 1.0},
-        },
-        "algorithm": {
-            "lr": 3e-3,
-            "kl_coef": 0.1,
-            "epochs": 2,
-            "gamma": 1.0,
-            "aggregation": "token-mean",
-        },
-        "policies": {"model": "tiny", "format_warmup_steps": 150},
+        "trainer": {"env": "referential-v0", "steps": 100, "tasks_per_step": 4},
+        "policies": {"format_warmup_steps": 150},
     },
-    defaults=_RUN,
+    defaults=(_RUN, _TOY),
     auto=True,
 )
 
@@ -102,7 +88,7 @@ GENERIC = preset(
         },
         "policies": {"model": "tiny", "format_warmup_steps": 0},
     },
-    defaults=_RUN,
+    defaults=(_RUN,),
     auto=True,
 )
 
@@ -140,5 +126,5 @@ MAGRPO_COOP_HUMANEVAL = preset(
             "format_warmup_steps": 0,
         },
     },
-    defaults=_RUN,
+    defaults=(_RUN,),
 )
