@@ -129,3 +129,31 @@ def test_frozen_specs_build_each_kind_of_policy(tmp_path):
 def test_bad_frozen_specs_are_refused_at_config_time(spec):
     with pytest.raises(ValueError, match="is not one of: tiny"):
         PoliciesConfig(frozen={"a": spec})
+
+
+def test_frozen_weights_notice_a_one_ulp_change_in_any_dtype(capsys):
+    import torch
+
+    from llm_marl.train import FrozenWeights
+
+    class Frozen:
+        trainable = False
+
+        def __init__(self, dtype):
+            self.model = torch.nn.Linear(4, 3).to(dtype)
+
+    for dtype in (torch.float32, torch.bfloat16):
+        policy, trained = Frozen(dtype), Frozen(dtype)
+        trained.trainable = True  # not fingerprinted: it is meant to change
+        guard = FrozenWeights({"actor": policy, "learner": trained})
+        with torch.no_grad():
+            trained.model.weight.add_(1.0)
+        guard.verify()
+        with torch.no_grad():
+            w = policy.model.weight
+            w[1, 2] = torch.nextafter(w[1, 2], torch.tensor(float("inf"), dtype=dtype))
+        with pytest.raises(RuntimeError, match="the frozen actor changed"):
+            guard.verify()
+    out = capsys.readouterr().out
+    assert out.count("frozen actor weights bit-identical after training: True") == 2
+    assert "learner" not in out
