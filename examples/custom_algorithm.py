@@ -1,40 +1,57 @@
 """A new algorithm in ~40 lines: REINFORCE with a group baseline, through the plug-in contract.
 
 The whole contract is ``Algorithm.setup(policies, sampling)`` (build optimizers) and
-``Algorithm.update(episodes) -> metrics``; the :class:`~llm_marl.algos.Trainer` does the rest
+``Algorithm.update(episodes) -> metrics``; the :class:`~llm_marl.train.Trainer` does the rest
 (batched rollouts, logging, evaluation, checkpoints, ``--resume``). Nothing in the library is
-touched.
+touched: registering the algorithm and a preset (plain data) gives it the same command line as
+the built-in ones, with its config's documented fields as options.
 
     python examples/custom_algorithm.py                   # two tiny agents, offline, ~1 minute
-    python examples/custom_algorithm.py --env referential-v0 --steps 50 --out runs/reinforce
+    python examples/custom_algorithm.py --env referential-v0 --steps 50 --lr 3e-3
+    python examples/custom_algorithm.py --help            # every option
 """
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
 
 import torch
 
 from llm_marl.algos import Algorithm
-from llm_marl.policies.base import SamplingParams
 from llm_marl.rollout import group_episodes
-from llm_marl.train import Trainer, TrainerConfig
+from llm_marl.train import (
+    Trainer,
+    TrainResult,
+    build_policies,
+    parse_run_config,
+    preset,
+    register_algorithm,
+)
 
 
 # ------------------------------------------------------------------------ the algorithm (~40 lines)
+@dataclass
+class ReinforceConfig:
+    """GroupReinforce's hyperparameters (each field is a command-line option)."""
+
+    lr: float = 1e-3
+    """Adam learning rate."""
+
+
 class GroupReinforce(Algorithm):
     """REINFORCE on the joint reward, baseline = mean reward of the task's group."""
 
     name = "reinforce"
     min_group_size = 2
 
-    def __init__(self, lr: float = 1e-3) -> None:
-        self.lr = lr
+    def __init__(self, config: ReinforceConfig | None = None) -> None:
+        self.config = config or ReinforceConfig()
 
     def setup(self, policies, sampling) -> None:
         super().setup(policies, sampling)  # sets self.trainable: agent -> trainable policy
         self.optimizers = {
-            a: torch.optim.Adam(p.parameters(), lr=self.lr) for a, p in self.trainable.items()
+            a: torch.optim.Adam(p.parameters(), lr=self.config.lr)
+            for a, p in self.trainable.items()
         }
 
     def update(self, episodes) -> dict[str, float]:
@@ -64,42 +81,32 @@ class GroupReinforce(Algorithm):
             self.optimizers[agent].load_state_dict(opt_state)
 
 
+# ------------------------------------------------------------------------ registering it
+register_algorithm("reinforce", GroupReinforce, ReinforceConfig, "REINFORCE, group baseline")
+preset(
+    "reinforce",
+    "toy",
+    "two offline tiny LMs on a toy game",
+    {
+        "trainer": {
+            "env": "coordination-v0",
+            "steps": 40,
+            "group_size": 8,
+            "sampling": {"max_new_tokens": 4, "temperature": 1.0},
+            "output_dir": "runs/custom_algorithm",
+        },
+        "policies": {"model": "tiny"},
+    },
+    auto=True,
+)
+
+
 # ------------------------------------------------------------------------ running it
-def main(argv: list[str] | None = None):
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--env", default="coordination-v0", help="any registered env id")
-    parser.add_argument(
-        "--model", default=None, help="HF id or path (default: the offline tiny LM)"
-    )
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--group-size", type=int, default=8)
-    parser.add_argument("--max-new-tokens", type=int, default=4)
-    parser.add_argument("--out", default="runs/custom_algorithm")
-    parser.add_argument("--resume", action="store_true")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-
-    import llm_marl
-    from llm_marl.policies import HFPolicy, build_tiny_lm
-
-    model = args.model or build_tiny_lm(f"{args.out}/tiny-lm", seed=args.seed, num_layers=1)
-    agents = llm_marl.make(args.env).possible_agents
-    policies = {
-        a: HFPolicy(model, trainable=True, name=a, seed=args.seed + i) for i, a in enumerate(agents)
-    }
-    config = TrainerConfig(
-        env=args.env,
-        steps=args.steps,
-        group_size=args.group_size,
-        sampling=SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0),
-        output_dir=args.out,
-        resume=args.resume,
-        seed=args.seed,
-    )
-    return Trainer(GroupReinforce(args.lr), policies, config).train()
+def main(argv: list[str] | None = None) -> TrainResult:
+    config = parse_run_config(argv, algo="reinforce")  # the preset, a --config file, options
+    policies = build_policies(config)  # one offline tiny LM per agent (or --model)
+    trainer = Trainer(GroupReinforce(config.algorithm), policies, config.trainer)
+    return trainer.train()
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
     llm-marl list                          # registered env ids
     llm-marl play referential-v0           # act as every agent from the keyboard
     llm-marl play coordination-v0 --random --seed 3
-    llm-marl train [--algo agentpo] ...    # examples/train_magrpo.py (--help for its flags)
+    llm-marl train --algo magrpo --preset toy-coordination --steps 5   # see llm-marl train --help
     llm-marl eval ...                      # math pass@1 per benchmark, see `llm-marl eval --help`
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -33,7 +34,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="keyword override for make(), e.g. --env-arg num_symbols=5",
     )
-    sub.add_parser("train", help="train a team (arguments: llm-marl train --help)", add_help=False)
+    sub.add_parser(
+        "train", help="train a team from a preset (llm-marl train --help)", add_help=False
+    )
     sub.add_parser("eval", help="math pass@1 per benchmark (llm-marl eval --help)", add_help=False)
 
     # train/eval hand the rest of the line to their own parsers.
@@ -52,34 +55,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _delegate(command: str, rest: list[str]) -> int:
     if command == "train":
-        return _train(rest)
+        from llm_marl.train.cli import main as train_main
+
+        return train_main(rest)
     from llm_marl.eval.cli import main as eval_main
 
     return int(eval_main(rest) or 0)
-
-
-def _train(rest: list[str]) -> int:
-    """Run ``examples/train_magrpo.py`` (or ``train_agentpo.py`` with ``--algo agentpo``).
-
-    The training scripts are examples meant to be read and copied, so they live in the source
-    checkout rather than in the package; this command finds them next to it.
-    """
-    import runpy
-    from pathlib import Path
-
-    algo = "magrpo"
-    if rest[:1] == ["--algo"] and len(rest) > 1:
-        algo, rest = rest[1], rest[2:]
-    if algo not in ("magrpo", "agentpo"):
-        raise SystemExit(f"llm-marl train: --algo must be magrpo or agentpo, got {algo!r}")
-    script = Path(__file__).resolve().parents[1] / "examples" / f"train_{algo}.py"
-    if not script.exists():
-        raise SystemExit(
-            f"llm-marl train runs examples/train_{algo}.py from a source checkout, and "
-            f"{script} does not exist; clone the repository and run it from there"
-        )
-    module = runpy.run_path(str(script), run_name="llm_marl_train")
-    return int(module["main"](rest) or 0)
 
 
 def _parse_env_args(pairs: list[str]) -> dict[str, object]:
@@ -127,7 +108,7 @@ def _play(args: argparse.Namespace) -> int:
                     return 1
         obs, rewards, terms, truncs, infos = env.step(actions)
         total += next(iter(rewards.values()), 0.0)
-    first = next(iter(infos.values()), {})
+    first: dict[str, Any] = next(iter(infos.values()), {})
     print(f"\nepisode over: team reward {total:.3f}, components {first.get('reward_components')}")
     if first.get("error"):
         print(f"infrastructure error: {first['error']}")

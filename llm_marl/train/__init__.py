@@ -1,11 +1,31 @@
-"""Training orchestration: the :class:`Trainer` loop, its config, checkpoints and logging.
+"""Training orchestration: the :class:`Trainer` loop, run configs, presets, checkpoints, logging.
 
 * :class:`Trainer` / :class:`TrainerConfig` / :class:`TrainResult` — collect, update, log,
   evaluate, checkpoint, resume, for any :class:`~llm_marl.algos.Algorithm`.
+* :class:`RunConfig` — a whole run (algorithm, trainer, algorithm hyperparameters, policies),
+  resolved from a preset, a YAML/JSON file and command-line flags by :func:`parse_run_config`
+  (or :func:`preset_config` from Python), saved next to the run by :func:`save_run_config`, and
+  trained by :func:`run` (what ``llm-marl train`` does).
+* :class:`PoliciesConfig` / :func:`build_policies` — which model plays each agent.
+* :mod:`~llm_marl.train.presets` — toy and paper hyperparameters as data;
+  :mod:`~llm_marl.train.algorithms` — the ``--algo`` registry.
+* :mod:`~llm_marl.train.config` — the generic dataclass <-> command line / file parser.
 * :mod:`~llm_marl.train.checkpoint` — atomic checkpoints (weights, optimizer, RNG, step).
 * :mod:`~llm_marl.train.logging` — console table, JSONL metrics, TensorBoard / W&B, reward plot.
 """
 
+from llm_marl.train.algorithms import register_algorithm
+from llm_marl.train.models import PoliciesConfig
+from llm_marl.train.presets import Preset, preset, register_preset
+from llm_marl.train.run import (
+    FrozenWeights,
+    RunConfig,
+    build_policies,
+    parse_run_config,
+    preset_config,
+    run,
+    save_run_config,
+)
 from llm_marl.train.trainer import (
     Trainer,
     TrainerConfig,
@@ -14,4 +34,22 @@ from llm_marl.train.trainer import (
     reward_table,
 )
 
-__all__ = ["TrainResult", "Trainer", "TrainerConfig", "episode_metrics", "reward_table"]
+__all__ = [
+    "FrozenWeights",
+    "PoliciesConfig",
+    "Preset",
+    "RunConfig",
+    "TrainResult",
+    "Trainer",
+    "TrainerConfig",
+    "build_policies",
+    "episode_metrics",
+    "parse_run_config",
+    "preset",
+    "preset_config",
+    "register_algorithm",
+    "register_preset",
+    "reward_table",
+    "run",
+    "save_run_config",
+]

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_marl.algos.base import Algorithm
+from llm_marl.algos import Algorithm
 from llm_marl.policies.base import Policy, SamplingParams, per_agent_sampling
 from llm_marl.rollout import collect
 from llm_marl.rollout.collect import check_policies
 from llm_marl.rollout.types import Episode
+from llm_marl.train.logging import ConsoleTable
 
 _EVAL_SEED_OFFSET = 999_983
 """Evaluations use seed ``config.seed + this``: fixed across evaluations, unlike training."""
@@ -75,8 +76,9 @@ class TrainerConfig:
     """Continue from the newest checkpoint in ``output_dir`` if there is one."""
     seed: int = 0
     """Seeds task order, env resets and sampling (step ``k`` depends only on seed and k)."""
-    log_every: int = 1
-    """Print a console row every this many steps (JSONL gets every step)."""
+    log_every: int | None = 1
+    """Print a console row every this many steps (JSONL gets every step); ``None``: about 20
+    rows per run (every ``steps // 20`` steps)."""
     tensorboard: bool = False
     """Also log to TensorBoard (needs the ``tensorboard`` package)."""
     wandb: bool = False
@@ -96,7 +98,7 @@ class TrainerConfig:
 
     def __post_init__(self) -> None:
         for name in ("steps", "tasks_per_step", "group_size", "eval_group_size", "log_every"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("eval_every", "save_every"):
             if getattr(self, name) < 0:
@@ -180,6 +182,7 @@ class Trainer:
         self._align_logprob_temperature()
         self.algorithm.setup(self.policies, self.sampling)
         self.output_dir = Path(self.config.output_dir)
+        self.log_every = self.config.log_every or max(1, self.config.steps // 20)
         self.step = 0
 
     # ------------------------------------------------------------------ helpers
@@ -301,7 +304,7 @@ class Trainer:
             # Keep the rows up to the checkpoint; a fresh start (no checkpoint) starts a new file.
             resume_step=start if start > 0 else None,
         )
-        self._table = None
+        self._table: ConsoleTable | None = None
         self._print_fn = bar.write if cfg.progress else print
         first_eval = _first_eval(logger.history)
         last_eval = _last_eval(logger.history)
@@ -322,7 +325,7 @@ class Trainer:
                 row = logger.log(self.step, metrics)
                 if first_eval is None and any(k.startswith("eval/") for k in row):
                     first_eval = last_eval
-                if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                if self.step % self.log_every == 0 or self.step == cfg.steps:
                     self._print(row)
                 if (cfg.save_every and self.step % cfg.save_every == 0) or self.step == cfg.steps:
                     self.save_checkpoint()
@@ -388,8 +391,6 @@ class Trainer:
         if not self.config.console:
             return
         if self._table is None:
-            from llm_marl.train.logging import ConsoleTable
-
             self._table = ConsoleTable(_console_columns(row), print_fn=self._print_fn)
         self._table.log(row)
 
@@ -492,6 +493,6 @@ def _env_name(env: Any) -> str:
 def _config_dict(cfg: TrainerConfig, algorithm: Algorithm) -> dict[str, Any]:
     out: dict[str, Any] = {"trainer": dataclasses.asdict(cfg), "algorithm": algorithm.name}
     algo_cfg = getattr(algorithm, "config", None)
-    if dataclasses.is_dataclass(algo_cfg):
+    if dataclasses.is_dataclass(algo_cfg) and not isinstance(algo_cfg, type):
         out["algorithm_config"] = dataclasses.asdict(algo_cfg)
     return out

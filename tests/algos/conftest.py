@@ -71,19 +71,3 @@ def algo_lm_path(tmp_path_factory) -> str:
     from llm_marl.policies.tiny import build_tiny_lm
 
     return build_tiny_lm(tmp_path_factory.mktemp("algo-lm") / "lm", seed=0, num_layers=1)
-
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-def load_example(name: str):
-    """Import ``examples/<name>.py`` as a module (the tests share the examples' recipes)."""
-    import importlib.util
-    import sys
-
-    if str(EXAMPLES) not in sys.path:
-        sys.path.insert(0, str(EXAMPLES))  # train_agentpo imports train_magrpo
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

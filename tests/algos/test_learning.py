@@ -1,6 +1,6 @@
 """Learning is measured, not assumed: tiny LMs, fixed seeds, CPU, a couple of minutes in all.
 
-Each test starts from the recipe of the examples: offline tiny LMs that a few supervised steps
+Each test starts from the recipe of the toy presets: offline tiny LMs that a few supervised steps
 taught the toy env's answer format (a uniformly random valid digit; the referential listener
 also learned to read the digit in a message). The team then plays at the env's chance level,
 measured before training with a sampled evaluation (16 episodes per task), and must end
@@ -14,9 +14,9 @@ import torch
 
 from llm_marl.algos import MAGRPO, AgentPO, AgentPOConfig, MAGRPOConfig
 from llm_marl.policies.base import SamplingParams
-from llm_marl.train import Trainer, TrainerConfig
-
-from .conftest import load_example
+from llm_marl.train import Trainer, TrainerConfig, build_policies, preset_config
+from llm_marl.train.models import PoliciesConfig, trainable_policies
+from llm_marl.train.warmup import toy_format_warmup
 
 pytestmark = pytest.mark.slow
 
@@ -42,17 +42,10 @@ def _config(out, env, steps, tasks_per_step, seed=0):
 
 
 def _team(tmp_path, env, agents, warmup_steps, kl_coef=0.1, seed=0):
-    magrpo = load_example("train_magrpo")
-    settings = {
-        "seed": seed,
-        "kl_coef": kl_coef,
-        "lora": False,
-        "device": "cpu",
-        "dtype": None,
-        "model": None,
-    }
-    policies = magrpo.make_policies(settings, agents, tmp_path / "models")
-    magrpo.toy_format_warmup(policies, env, steps=warmup_steps, seed=seed)
+    config = PoliciesConfig(model="tiny", device="cpu")
+    models = tmp_path / "models"
+    policies = trainable_policies(config, agents, models, seed=seed, reference=kl_coef > 0)
+    toy_format_warmup(policies, env, steps=warmup_steps, seed=seed)
     return policies
 
 
@@ -82,12 +75,12 @@ def test_magrpo_learns_to_communicate_in_the_referential_game(tmp_path):
 
 
 def test_agentpo_trains_the_collaborator_and_leaves_the_frozen_actor_untouched(tmp_path):
-    agentpo = load_example("train_agentpo")
-    settings = dict(agentpo.PRESETS["toy-referential"], seed=0, env_kwargs=None)
-    listener = agentpo.frozen_actor(settings, tmp_path / "actor")  # a tiny reader, then frozen
-    assert listener.trainable is False
-    speaker = _team(tmp_path, "referential-v0", ["speaker"], warmup_steps=60, kl_coef=0.0)
-    policies = {**speaker, "listener": listener}
+    # The toy-referential preset's team: a tiny listener taught to read, then frozen; a tiny
+    # speaker taught the answer format (60 supervised steps each).
+    config = preset_config("agentpo", "toy-referential", {"trainer": {"output_dir": str(tmp_path)}})
+    policies = build_policies(config)
+    listener = policies["listener"]
+    assert listener.trainable is False and policies["speaker"].trainable
     frozen_before = {k: v.detach().clone() for k, v in listener.model.state_dict().items()}
 
     algo = AgentPO(

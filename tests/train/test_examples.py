@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from llm_marl.train import parse_run_config
 from llm_marl.train.logging import read_jsonl
 
 from .conftest import EXAMPLES, load_example
@@ -21,46 +22,42 @@ def test_examples_have_help(name):
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    for flag in ("--env", "--model", "--steps", "--out"):
+    for flag in ("--env", "--model", "--steps", "--output-dir", "--config", "--preset"):
         assert flag in proc.stdout
 
 
 def test_presets_hold_the_papers_settings_and_flags_override_them():
-    magrpo = load_example("train_magrpo")
-    parser = magrpo.build_parser()
-    paper = magrpo.resolve(parser.parse_args(["--preset", "magrpo-coop-humaneval"]))
-    assert paper["model"] == "Qwen/Qwen2.5-Coder-3B" and paper["env"] == "coop_humaneval-v0"
-    assert (paper["lr"], paper["group_size"], paper["temperature"], paper["top_p"]) == (
+    paper = parse_run_config(["--preset", "magrpo-coop-humaneval"], algo="magrpo")
+    assert paper.policies.model == "Qwen/Qwen2.5-Coder-3B"
+    assert paper.trainer.env == "coop_humaneval-v0"
+    sampling = paper.trainer.sampling
+    assert (paper.algorithm.lr, paper.trainer.group_size, sampling.temperature, sampling.top_p) == (
         2e-5,
         4,
         0.6,
         0.6,
     )
-    assert paper["warmup_steps"] == 0
-    mine = magrpo.resolve(
-        parser.parse_args(["--preset", "magrpo-coop-humaneval", "--lr", "1e-5", "--lora"])
-    )
-    assert mine["lr"] == 1e-5 and mine["lora"] is True
-    default = magrpo.resolve(parser.parse_args([]))
-    assert default["env"] == "coordination-v0" and default.get("model") is None
-    # Another registered env: no toy format warm-up (it only knows the toy envs).
-    other = magrpo.resolve(parser.parse_args(["--env", "math_hint-v0"]))
-    assert other["env"] == "math_hint-v0" and other["warmup_steps"] == 0
+    assert paper.policies.format_warmup_steps == 0
+    mine = parse_run_config(["--preset", "magrpo-coop-humaneval", "--lr", "1e-5", "--lora"])
+    assert mine.algorithm.lr == 1e-5 and mine.policies.lora is True
+    default = parse_run_config([])
+    assert default.trainer.env == "coordination-v0" and default.policies.model == "tiny"
+    assert default.preset == "toy-coordination"
+    # Another registered env: the generic preset, no toy format warm-up (it only knows the toys).
+    other = parse_run_config(["--env", "math_hint-v0"])
+    assert other.trainer.env == "math_hint-v0" and other.policies.format_warmup_steps == 0
+    assert other.preset == "generic"
 
-    agentpo = load_example("train_agentpo")
-    released = agentpo.resolve(agentpo.build_parser().parse_args(["--preset", "agentpo-math-hint"]))
-    assert (released["lr"], released["weight_decay"], released["lr_warmup_steps"]) == (
-        1e-6,
-        0.1,
-        10,
-    )
-    assert (released["group_size"], released["tasks_per_step"]) == (16, 4)
+    released = parse_run_config(["--preset", "agentpo-math-hint"], algo="agentpo")
+    algo = released.algorithm
+    assert (algo.lr, algo.weight_decay, algo.warmup_steps) == (1e-6, 0.1, 10)
+    assert (released.trainer.group_size, released.trainer.tasks_per_step) == (16, 4)
 
 
 def test_custom_algorithm_trains_through_the_trainer(tmp_path):
     custom = load_example("custom_algorithm")
     out = tmp_path / "reinforce"
-    result = custom.main(["--steps", "2", "--group-size", "2", "--out", str(out)])
+    result = custom.main(["--steps", "2", "--group-size", "2", "--output-dir", str(out)])
     assert result.final_step == 2
     rows = read_jsonl(out / "metrics.jsonl")
     assert [r["step"] for r in rows] == [0, 1, 2]
@@ -79,7 +76,7 @@ def test_agentpo_example_runs_and_keeps_the_actor_frozen(tmp_path, capsys):
             "2",
             "--group-size",
             "2",
-            "--out",
+            "--output-dir",
             str(tmp_path / "agentpo"),
             "--no-plot",
             "--no-progress",
@@ -89,13 +86,16 @@ def test_agentpo_example_runs_and_keeps_the_actor_frozen(tmp_path, capsys):
     assert "frozen listener weights bit-identical after training: True" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("env", ["math_hint-v0", "math_critic-v0"])
-def test_agentpo_runs_on_both_paper_topologies(tmp_path, capsys, env):
+@pytest.mark.parametrize("topology", ["hint", "critic"])
+def test_agentpo_runs_on_both_paper_topologies(tmp_path, capsys, topology):
     # Feedforward (hint -> actor) and feedback (actor -> critic -> actor): the collaborator acts
     # before or in the middle of the episode; the env's binary reward reaches it either way.
+    # The paper presets' topology with offline tiny models in place of the 3B ones.
     agentpo = load_example("train_agentpo")
-    args = ["--env", env, "--steps", "1", "--max-new-tokens", "8", "--group-size", "2"]
-    args += ["--tasks-per-step", "2", "--out", str(tmp_path), "--no-plot", "--no-progress"]
+    args = ["--preset", f"agentpo-math-{topology}", "--model", "tiny"]
+    args += ["--policies.frozen.actor", "tiny", "--steps", "1", "--max-new-tokens", "8"]
+    args += ["--group-size", "2", "--tasks-per-step", "2", "--output-dir", str(tmp_path)]
+    args += ["--no-plot", "--no-progress", "--dtype", "none"]
     result = agentpo.main(args)
     assert result.final_step == 1
     row = result.history[-1]

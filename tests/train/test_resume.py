@@ -14,8 +14,6 @@ import pytest
 from llm_marl.train.checkpoint import latest_checkpoint
 from llm_marl.train.logging import read_jsonl
 
-from .conftest import EXAMPLES
-
 pytestmark = pytest.mark.slow
 
 STEPS = 30
@@ -24,8 +22,10 @@ STEPS = 30
 def _cmd(out, *extra):
     return [
         sys.executable,
-        str(EXAMPLES / "train_magrpo.py"),
-        "--out",
+        "-m",
+        "llm_marl.cli",
+        "train",
+        "--output-dir",
         str(out),
         "--steps",
         str(STEPS),
@@ -35,7 +35,7 @@ def _cmd(out, *extra):
         "4",
         "--tasks-per-step",
         "2",
-        "--warmup-steps",
+        "--format-warmup-steps",
         "5",
         "--eval-every",
         "10",
@@ -54,6 +54,10 @@ def _checkpoint_step(out):
     if ckpt is None:
         return None
     return json.loads((ckpt / "trainer.json").read_text())["step"]
+
+
+def _without_times(rows):
+    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
 
 
 def test_a_killed_run_resumes_from_its_last_checkpoint_and_finishes(tmp_path):
@@ -80,7 +84,6 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_and_finishes(tmp_path):
     )
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert f"resuming from step {killed_at} " in resumed.stdout
-    assert "format warm-up" not in resumed.stdout  # trained weights come from the checkpoint
     assert _checkpoint_step(out) == STEPS
     rows = read_jsonl(out / "metrics.jsonl")
     steps = [r["step"] for r in rows]
@@ -88,3 +91,12 @@ def test_a_killed_run_resumes_from_its_last_checkpoint_and_finishes(tmp_path):
     # killed run wrote after its last checkpoint were replaced by the resumed run's.
     assert steps == list(range(0, STEPS + 1))
     assert "eval/reward" in rows[-1]
+
+    # The resumed run is the uninterrupted run: same rollouts, losses and KL to the same
+    # (warmed-up) reference, step for step.
+    straight = subprocess.run(
+        _cmd(tmp_path / "straight"), capture_output=True, text=True, env=env, timeout=600
+    )
+    assert straight.returncode == 0, straight.stdout[-3000:] + straight.stderr[-3000:]
+    expected = _without_times(read_jsonl(tmp_path / "straight" / "metrics.jsonl"))
+    assert _without_times(rows) == expected

@@ -1,0 +1,300 @@
+"""Which model plays each agent: :class:`PoliciesConfig` and the builders behind it.
+
+* :func:`tiny_models` — offline tiny LMs (no download), one per agent.
+* :func:`trainable_policies` — HF policies for the trainable agents: full copies (with a frozen
+  KL reference when the algorithm needs one) or LoRA adapters on one shared base.
+* :func:`frozen_policy` — a frozen agent from a spec: ``tiny``, ``hf:PATH``,
+  ``openai:MODEL@URL``, ``scripted:module:function``.
+
+:func:`llm_marl.train.run.build_policies` puts them together for a run config.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llm_marl.errors import ConfigError
+
+__all__ = [
+    "TINY",
+    "PoliciesConfig",
+    "check_agents",
+    "frozen_policy",
+    "tiny_models",
+    "trainable_policies",
+]
+
+TINY = "tiny"
+"""The model name of the offline tiny LM (``policies.model`` or a frozen spec)."""
+
+
+@dataclass
+class PoliciesConfig:
+    """Which model plays each agent, and how it is set up for training."""
+
+    model: str = TINY
+    """The trainable agents' model: ``tiny`` (an offline tiny random-init LM per agent, no
+    download) or a Hugging Face id / local path (``hf:`` prefix optional)."""
+    frozen: dict[str, str] = field(default_factory=dict)
+    """Frozen agents, agent -> policy spec: ``tiny`` (an offline tiny LM, taught the toy answer
+    format when ``format_warmup_steps`` > 0), ``hf:PATH`` (a local or Hub model),
+    ``openai:MODEL@URL`` (an OpenAI-compatible server, key from ``$OPENAI_API_KEY``),
+    ``scripted:module:function`` (a Python function of the conversation). Every other agent is
+    trainable."""
+    share: bool = False
+    """One policy object plays every trainable agent (parameter sharing: one model, one
+    optimizer; MATPO's planner and workers)."""
+    lora: bool = False
+    """One LoRA adapter per trainable agent on ONE shared base model (the KL reference is the
+    base with adapters disabled); without it every agent gets its own full copy."""
+    lora_rank: int = 8
+    """LoRA rank (alpha = 2 x rank, no dropout, every linear layer)."""
+    format_warmup_steps: int = 0
+    """Toy envs only: supervised steps teaching the answer format before RL (trainable agents,
+    and frozen ``tiny`` ones), so that the team starts at chance level. A resumed run repeats
+    them (the KL reference is the warmed-up model) before loading the checkpoint."""
+    device: str | None = None
+    """``cpu`` / ``cuda`` (default: cuda if available)."""
+    dtype: str | None = None
+    """Weights dtype, e.g. ``bfloat16`` (default: float32 on CPU, the checkpoint's on GPU)."""
+    threads: int | None = None
+    """torch CPU threads (default: torch's choice)."""
+
+    def __post_init__(self) -> None:
+        if self.lora_rank < 1:
+            raise ValueError(f"lora_rank must be >= 1, got {self.lora_rank}")
+        if self.format_warmup_steps < 0:
+            raise ValueError(f"format_warmup_steps must be >= 0, got {self.format_warmup_steps}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if self.share and self.lora:
+            raise ValueError(
+                "share (one policy for every agent) and lora (one adapter per "
+                "agent) exclude each other; pick one"
+            )
+        for agent, spec in self.frozen.items():
+            _check_spec(agent, spec)
+
+
+# ---------------------------------------------------------------------------------------- tiny
+
+
+def tiny_models(out: str | os.PathLike[str], agents: Sequence[str], seed: int) -> dict[str, str]:
+    """One offline tiny LM per agent (seeds ``seed + i``: the agents start different).
+
+    One layer, 64 wide, re-initialised with std 0.1 instead of the usual 0.02: at 0.02 the
+    attention of a random model barely sees the task digit in the prompt, and learning to
+    condition on it takes about twice as many RL steps. Built once and reused.
+    """
+    from llm_marl.policies import build_tiny_lm
+
+    paths = {}
+    for i, agent in enumerate(agents):
+        base = build_tiny_lm(Path(out) / f"tiny-lm-{i}", seed=seed + i, num_layers=1)
+        paths[agent] = _reinitialised(base, Path(out) / f"tiny-lm-{i}-std0.1", 0.1, seed + i)
+    return paths
+
+
+def _reinitialised(src: str, dst: Path, std: float, seed: int) -> str:
+    """A copy of the model at ``src`` with weights drawn afresh with ``initializer_range=std``."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    marker = dst / "llm_marl_reinit.json"
+    record = json.dumps({"src": str(src), "std": std, "seed": seed, "version": 2})
+    if marker.is_file() and marker.read_text() == record:
+        return str(dst)
+    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        # Every matrix (embeddings, attention, MLP) ~ N(0, std^2); biases and norms stay as
+        # built (0 and 1). (transformers' own _init_weights skips already-initialised modules.)
+        for param in model.parameters():
+            if param.dim() >= 2:
+                param.copy_(torch.randn(param.shape, generator=generator) * std)
+    model.save_pretrained(dst)
+    AutoTokenizer.from_pretrained(src).save_pretrained(dst)
+    marker.write_text(record)
+    return str(dst)
+
+
+# ---------------------------------------------------------------------------------------- trainable
+
+
+def trainable_policies(
+    config: PoliciesConfig,
+    agents: Sequence[str],
+    out: str | os.PathLike[str],
+    *,
+    seed: int = 0,
+    reference: bool = False,
+) -> dict[str, Any]:
+    """Trainable HF policies for ``agents``: LoRA adapters on one base, full copies, or one
+    shared policy (``config.share``).
+
+    ``reference``: give full copies a frozen copy of their starting weights as the KL
+    reference (LoRA's reference is the base with adapters disabled). Tiny models are built
+    under ``out``; policy ``i`` is seeded with ``seed + i``.
+    """
+    from llm_marl.policies import HFPolicy
+
+    agents = list(agents)
+    built = agents[:1] if config.share else agents
+    if config.model == TINY:
+        paths = tiny_models(out, built, seed)
+    else:  # "hf:./tiny" names a directory called tiny
+        paths = dict.fromkeys(built, config.model.removeprefix("hf:"))
+    device = config.device or _default_device()
+    if config.lora:
+        from peft import LoraConfig
+        from transformers import AutoModelForCausalLM
+
+        base: Any = AutoModelForCausalLM.from_pretrained(
+            paths[agents[0]], dtype=_torch_dtype(config.dtype, device)
+        )
+        base.to(device)
+        lora = LoraConfig(
+            r=config.lora_rank,
+            lora_alpha=2 * config.lora_rank,
+            lora_dropout=0.0,
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        )
+        return HFPolicy.shared_lora(base, agents, lora, tokenizer=paths[agents[0]], seed=seed)
+    policies = {}
+    for i, agent in enumerate(built):
+        policies[agent] = HFPolicy(
+            paths[agent],
+            trainable=True,
+            name="+".join(agents) if config.share else agent,
+            device=device,
+            dtype=config.dtype,
+            reference_model=_reference(paths[agent], config, device) if reference else None,
+            seed=seed + i,
+        )
+    if config.share:
+        return dict.fromkeys(agents, policies[agents[0]])
+    return policies
+
+
+def _reference(path: str, config: PoliciesConfig, device: str) -> Any:
+    """A frozen copy of the starting weights (full fine-tuning's KL reference)."""
+    from transformers import AutoModelForCausalLM
+
+    model: Any = AutoModelForCausalLM.from_pretrained(
+        path, dtype=_torch_dtype(config.dtype, device)
+    )
+    return model.to(device)
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _torch_dtype(dtype: str | None, device: str) -> Any:
+    import torch
+
+    if dtype is None:
+        return torch.float32 if device == "cpu" else "auto"
+    return getattr(torch, dtype)
+
+
+# ---------------------------------------------------------------------------------------- frozen
+
+
+def frozen_policy(
+    spec: str,
+    agent: str,
+    config: PoliciesConfig,
+    out: str | os.PathLike[str],
+    *,
+    seed: int = 0,
+    model_seed: int = 100,
+    warmup: Callable[[dict[str, Any]], Any] | None = None,
+) -> Any:
+    """The frozen policy of ``agent`` from a spec (see :attr:`PoliciesConfig.frozen`).
+
+    ``seed`` seeds the policy's sampling. ``tiny`` builds an offline tiny LM under ``out``
+    (initialised with ``model_seed``); ``warmup``, if given, is called with
+    ``{agent: trainable policy}`` before the model is saved and loaded back frozen (how the toy
+    listener learns to read before it is frozen).
+    """
+    from llm_marl.policies import HFPolicy
+
+    kind, _, rest = spec.partition(":")
+    if spec == TINY:
+        path = tiny_models(Path(out), [agent], model_seed)[agent]
+        if warmup is None:
+            return HFPolicy(path, trainable=False, name=agent, seed=seed)
+        learner = HFPolicy(path, trainable=True, name=agent, seed=seed)
+        warmup({agent: learner})
+        frozen_dir = Path(out) / "frozen"
+        learner.model.save_pretrained(frozen_dir)
+        learner.tokenizer.save_pretrained(frozen_dir)
+        return HFPolicy(str(frozen_dir), trainable=False, name=agent, seed=seed)
+    if kind == "hf":
+        return HFPolicy(
+            rest,
+            trainable=False,
+            name=agent,
+            device=config.device or _default_device(),
+            dtype=config.dtype,
+        )
+    if kind == "openai":
+        from llm_marl.policies import OpenAIPolicy
+
+        model, _, url = rest.rpartition("@")
+        return OpenAIPolicy(model, base_url=url, name=agent)
+    if kind == "scripted":
+        import importlib
+
+        from llm_marl.policies import ScriptedPolicy
+
+        module, _, function = rest.rpartition(":")
+        try:
+            fn = getattr(importlib.import_module(module), function)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"policies.frozen.{agent}: cannot import {rest!r}: {exc}") from exc
+        return ScriptedPolicy(fn, name=agent)
+    raise AssertionError(f"unchecked spec {spec!r}")  # _check_spec accepts nothing else
+
+
+def _check_spec(agent: str, spec: str) -> None:
+    kind, sep, rest = spec.partition(":")
+    ok = spec == TINY or (sep and kind == "hf" and rest)
+    if sep and kind == "openai":
+        model, at, url = rest.rpartition("@")
+        ok = bool(at and model and url.startswith(("http://", "https://")))
+    if sep and kind == "scripted":
+        module, colon, function = rest.rpartition(":")
+        ok = bool(colon and module and function)
+    if not ok:
+        raise ValueError(
+            f"frozen policy spec {spec!r} for agent {agent!r} is not one of: tiny, hf:PATH, "
+            "openai:MODEL@URL (URL starting with http:// or https://), "
+            "scripted:module:function"
+        )
+
+
+def check_agents(config: PoliciesConfig, agents: Sequence[str], env: str) -> list[str]:
+    """The trainable agents (those not frozen); :class:`ConfigError` for unknown agents."""
+    unknown = [a for a in config.frozen if a not in agents]
+    if unknown:
+        raise ConfigError(
+            f"policies.frozen names {unknown}, which are not agents of {env}; its agents are "
+            f"{list(agents)}"
+        )
+    trainable = [a for a in agents if a not in config.frozen]
+    if not trainable:
+        raise ConfigError(
+            f"every agent of {env} is frozen ({list(agents)}): nothing to train; remove one "
+            "from policies.frozen"
+        )
+    return trainable

@@ -1,0 +1,118 @@
+"""Presets: published and toy hyperparameters as importable data.
+
+A :class:`Preset` is plain data layered over the config defaults of a run
+(:class:`~llm_marl.train.run.RunConfig`): ``{"trainer": {...}, "algorithm": {...},
+"policies": {...}}``. A run is fully described by a preset plus overrides (a YAML/JSON file,
+then command-line flags); ``llm-marl train --help`` lists the presets of each algorithm.
+
+* :mod:`~llm_marl.train.presets.magrpo` — MAGRPO: toy coordination / referential games on CPU,
+  a generic preset for any env, CoopHumanEval as in Liu et al. 2025.
+* :mod:`~llm_marl.train.presets.agentpo` — AgentPO-GRPO: the toy referential game, and the
+  paper's math hint / critic topologies.
+* :mod:`~llm_marl.train.presets.matpo` — none yet: MATPO's presets arrive with its web-search
+  env.
+
+Adding a preset is adding data: build a :class:`Preset` and :func:`register_preset` it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llm_marl.errors import ConfigError
+
+__all__ = ["Preset", "auto_preset", "get_preset", "preset", "presets_for", "register_preset"]
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Named hyperparameters of one algorithm, as plain data over the run config's defaults."""
+
+    name: str
+    """What ``--preset`` takes (unique per algorithm)."""
+    algo: str
+    """The algorithm registry name it is for (``magrpo``, ``agentpo``, ``matpo``)."""
+    summary: str
+    """One line for ``llm-marl train --help``."""
+    values: Mapping[str, Any] = field(default_factory=dict)
+    """``{"trainer": {...}, "algorithm": {...}, "policies": {...}}``: the fields it sets."""
+    auto: bool = False
+    """Chosen when no preset is named and the run's env is this preset's env; an auto preset
+    without an env covers any env no other auto preset does. The first auto preset is the
+    algorithm's default."""
+
+    @property
+    def env(self) -> str | None:
+        """The env id the preset sets, if any."""
+        env = self.values.get("trainer", {}).get("env")
+        return env if isinstance(env, str) else None
+
+
+_PRESETS: dict[str, dict[str, Preset]] = {}
+
+
+def register_preset(preset: Preset) -> Preset:
+    """Add a preset (its name must be new for its algorithm, unless the data is the same)."""
+    known = _PRESETS.setdefault(preset.algo, {})
+    if preset.name in known and known[preset.name] != preset:
+        raise ValueError(f"preset {preset.name!r} is already registered for {preset.algo}")
+    known[preset.name] = preset
+    return preset
+
+
+def preset(
+    algo: str,
+    name: str,
+    summary: str,
+    values: Mapping[str, Any],
+    *,
+    defaults: Sequence[Mapping[str, Mapping[str, Any]]] = (),
+    auto: bool = False,
+) -> Preset:
+    """Build and register a preset: ``defaults`` (layers of section -> fields, in order), then
+    ``values``, merged section by section.
+
+    ``defaults`` hold what a family of presets shares (an output directory, a paper's released
+    hyperparameters), so that each value is written once.
+    """
+    merged: dict[str, Any] = {}
+    for layer in (*defaults, values):
+        for section, fields in layer.items():
+            merged[section] = {**merged.get(section, {}), **fields}
+    return register_preset(Preset(name, algo, summary, merged, auto=auto))
+
+
+def presets_for(algo: str) -> list[Preset]:
+    """The presets of ``algo``, in registration order (empty if it has none)."""
+    _load_builtin()
+    return list(_PRESETS.get(algo, {}).values())
+
+
+def get_preset(algo: str, name: str) -> Preset:
+    """The preset ``name`` of ``algo``; :class:`ConfigError` naming the choices otherwise."""
+    _load_builtin()
+    known = _PRESETS.get(algo, {})
+    if name in known:
+        return known[name]
+    elsewhere = sorted(a for a, presets in _PRESETS.items() if name in presets)
+    hint = f" ({name!r} is a preset of {', '.join(elsewhere)}: pass --algo)" if elsewhere else ""
+    choices = ", ".join(known) if known else "none yet"
+    raise ConfigError(f"unknown preset {name!r} for {algo}; its presets: {choices}{hint}")
+
+
+def auto_preset(algo: str, env: str | None) -> Preset | None:
+    """The preset a run without ``--preset`` uses (see :attr:`Preset.auto`), or None."""
+    auto = [p for p in presets_for(algo) if p.auto]
+    if env is None:
+        return auto[0] if auto else None
+    same = [p for p in auto if p.env == env]
+    if same:
+        return same[0]
+    return next((p for p in auto if p.env is None), None)
+
+
+def _load_builtin() -> None:
+    """Register the presets shipped with llm_marl (once; the modules register on import)."""
+    from llm_marl.train.presets import agentpo, magrpo, matpo  # noqa: F401

@@ -1,0 +1,360 @@
+"""A training run as one config: :class:`RunConfig`, how it is resolved, and :func:`run`.
+
+A run config has three sections, each a documented dataclass — ``trainer``
+(:class:`~llm_marl.train.TrainerConfig`), ``algorithm`` (the algorithm's config, e.g.
+:class:`~llm_marl.algos.MAGRPOConfig`) and ``policies`` (:class:`PoliciesConfig`) — plus the
+algorithm's name and the preset it started from. It is resolved in layers, later wins:
+
+1. the config classes' defaults,
+2. a preset (``--preset``; without one, the algorithm's preset for the env, see
+   :func:`~llm_marl.train.presets.auto_preset`),
+3. a YAML/JSON file (``--config``),
+4. command-line flags (:class:`~llm_marl.train.config.CommandLine`).
+
+:func:`run` saves the resolved config as ``<output_dir>/config.yaml`` before training;
+``llm-marl train --config <output_dir>/config.yaml`` runs the same run again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llm_marl.errors import ConfigError
+from llm_marl.train.algorithms import algorithm_names, get_algorithm
+from llm_marl.train.config import (
+    CommandLine,
+    config_from_dict,
+    config_to_dict,
+    merge,
+    read_config_file,
+    write_config_file,
+)
+from llm_marl.train.models import PoliciesConfig
+from llm_marl.train.presets import Preset, auto_preset, get_preset, presets_for
+from llm_marl.train.trainer import TrainerConfig, TrainResult
+
+__all__ = [
+    "CONFIG_FILE",
+    "FrozenWeights",
+    "RunConfig",
+    "build_policies",
+    "parse_run_config",
+    "preset_config",
+    "run",
+    "run_config_class",
+    "save_run_config",
+]
+
+CONFIG_FILE = "config.yaml"
+"""Name of the resolved config written into each run's output directory."""
+
+
+@dataclass
+class RunConfig:
+    """Everything a training run is: the algorithm, the loop, its hyperparameters, the models."""
+
+    algo: str = "magrpo"
+    """The algorithm (a registered name: magrpo, agentpo, matpo)."""
+    preset: str | None = None
+    """The preset the run started from (a record: its values are in the sections below)."""
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    """The training loop: env, steps, rollouts, evaluation, checkpoints, logging."""
+    algorithm: Any = None
+    """The algorithm's hyperparameters (its registered config class)."""
+    policies: PoliciesConfig = field(default_factory=PoliciesConfig)
+    """Which model plays each agent, and how it is set up."""
+
+
+def run_config_class(algo: str) -> type[RunConfig]:
+    """The :class:`RunConfig` subclass whose ``algorithm`` section is ``algo``'s config class."""
+    config_class: type = get_algorithm(algo).config
+    return _run_config_class(config_class)
+
+
+@functools.cache
+def _run_config_class(algorithm_config: type) -> type[RunConfig]:
+    cls = dataclasses.make_dataclass(
+        f"{algorithm_config.__name__}Run",
+        [("algorithm", algorithm_config, field(default_factory=algorithm_config))],
+        bases=(RunConfig,),
+    )
+    cls.__module__ = __name__
+    cls.__doc__ = RunConfig.__doc__
+    return cls
+
+
+# ---------------------------------------------------------------------------------------- resolve
+
+
+_META = ("--config", "--preset", "--algo")
+
+
+def parse_run_config(argv: Sequence[str] | None = None, *, algo: str = "magrpo") -> RunConfig:
+    """The run config of a command line (see the module docstring for the layers).
+
+    ``algo`` is the algorithm when neither ``--algo`` nor the ``--config`` file names one.
+    ``--help`` prints every option (with this run's values) and exits. Raises
+    :class:`~llm_marl.errors.ConfigError` for anything it cannot use.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    wants_help = any(a in ("-h", "--help") for a in argv)
+    argv = [a for a in argv if a not in ("-h", "--help")]
+    meta, rest = _split_meta(argv)
+    file_data = read_config_file(meta["--config"]) if "--config" in meta else {}
+    algo = meta.get("--algo") or _str(file_data.get("algo"), "algo") or algo
+    try:
+        cls = run_config_class(algo)
+    except ConfigError:
+        if wants_help:
+            print(_usage(None))
+        raise
+    command_line = CommandLine(cls)
+    overrides = command_line.parse(rest)
+    env = next((o.value for o in overrides if ("trainer", "env") in o.paths), None)
+    trainer = file_data.get("trainer")
+    env = env or (trainer.get("env") if isinstance(trainer, Mapping) else None)
+    preset_name = meta.get("--preset") or _str(file_data.get("preset"), "preset")
+    if wants_help:
+        preset = _preset_or_none(algo, preset_name, env)
+        data = command_line.apply(_layers(cls, preset, file_data, meta.get("--config")), overrides)
+        data.update(algo=algo, preset=preset.name if preset else None)
+        print(_usage(algo, preset))
+        print()
+        print(command_line.help(data))
+        raise SystemExit(0)
+    if preset_name is not None:
+        preset = get_preset(algo, preset_name)
+    elif "--config" in meta:
+        preset = None  # a file alone describes the run
+    else:
+        preset = _auto(algo, env)
+    data = command_line.apply(_layers(cls, preset, file_data, meta.get("--config")), overrides)
+    data["algo"] = algo
+    data["preset"] = preset.name if preset is not None else data.get("preset")
+    config: RunConfig = config_from_dict(data, cls)
+    return config
+
+
+def preset_config(
+    algo: str, preset: str | None = None, overrides: Mapping[str, Any] | None = None
+) -> RunConfig:
+    """The run config of a preset (default: the algorithm's) with ``overrides`` layered on top.
+
+    ``overrides`` is plain data shaped like a config file:
+    ``{"trainer": {"steps": 5}, "policies": {"format_warmup_steps": 0}}``.
+    """
+    cls = run_config_class(algo)
+    chosen = get_preset(algo, preset) if preset is not None else _auto(algo, None)
+    data = _layers(cls, chosen, dict(overrides or {}), "overrides")
+    data["algo"], data["preset"] = algo, chosen.name
+    config: RunConfig = config_from_dict(data, cls)
+    return config
+
+
+def _layers(
+    cls: type, preset: Preset | None, file_data: Mapping[str, Any], file_name: str | None
+) -> dict[str, Any]:
+    data = config_to_dict(cls())
+    if preset is not None:
+        try:
+            data = merge(data, dict(preset.values), cls)
+        except ConfigError as exc:
+            raise ConfigError(f"preset {preset.name!r}: {exc}") from exc
+    try:
+        merged: dict[str, Any] = merge(data, file_data, cls)
+    except ConfigError as exc:
+        raise ConfigError(f"{file_name}: {exc}") from exc
+    return merged
+
+
+def _split_meta(argv: list[str]) -> tuple[dict[str, str], list[str]]:
+    """``--config`` / ``--preset`` / ``--algo`` (they pick the layers) and the other flags."""
+    meta: dict[str, str] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        name, eq, value = argv[i].partition("=")
+        if name in _META:
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise ConfigError(f"{name} needs a value")
+                i += 1
+                value = argv[i]
+            meta[name] = value
+        else:
+            rest.append(argv[i])
+        i += 1
+    return meta, rest
+
+
+def _str(value: Any, key: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ConfigError(f"{key}: expected a string, got {value!r}")
+
+
+def _auto(algo: str, env: str | None) -> Preset:
+    preset = auto_preset(algo, env)
+    if preset is not None:
+        return preset
+    names = [p.name for p in presets_for(algo)]
+    if not names:
+        raise ConfigError(
+            f"{algo} has no presets yet, so there is nothing to start from: pass --config FILE "
+            f"with a full run config (llm-marl train --algo {algo} --help lists its fields)"
+        )
+    raise ConfigError(
+        f"no {algo} preset is chosen automatically for env {env!r}; name one with --preset "
+        f"({', '.join(names)}) and override what differs"
+    )
+
+
+def _preset_or_none(algo: str, name: str | None, env: str | None) -> Preset | None:
+    try:
+        return get_preset(algo, name) if name is not None else _auto(algo, env)
+    except ConfigError:
+        return None
+
+
+def _usage(algo: str | None, preset: Preset | None = None) -> str:
+    lines = [
+        "usage: llm-marl train [--algo NAME] [--preset NAME] [--config FILE] [--OPTION VALUE ...]",
+        "",
+        "Train a team of LLM agents. A run is a preset (published or toy hyperparameters), "
+        "overridden by a",
+        "YAML/JSON file (--config), overridden by options; the resolved config is saved as",
+        f"<output_dir>/{CONFIG_FILE}, and --config <that file> runs it again. Values in "
+        "[brackets] are this run's.",
+        "",
+        "algorithms (--algo):",
+    ]
+    for name in algorithm_names():
+        lines.append(f"  {name:<24}{get_algorithm(name).summary}")
+    if algo is not None:
+        lines += ["", f"presets of {algo} (--preset; * this run's):"]
+        presets = presets_for(algo)
+        for p in presets:
+            mark = "*" if preset is not None and p.name == preset.name else " "
+            lines.append(f"{mark} {p.name:<24}{p.summary}")
+        if not presets:
+            lines.append("  none yet: pass --config FILE")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------- build
+
+
+def save_run_config(config: RunConfig, path: str | Path | None = None) -> Path:
+    """Write the resolved config (default: ``<output_dir>/config.yaml``); returns the path."""
+    file = Path(path) if path is not None else Path(config.trainer.output_dir) / CONFIG_FILE
+    header = (
+        f"llm-marl training run: algo {config.algo}, preset {config.preset}.\n"
+        f"Run it again: llm-marl train --config {file}"
+    )
+    return write_config_file(config, file, header)
+
+
+def build_policies(config: RunConfig) -> dict[str, Any]:
+    """The policies of a run: frozen agents from their specs, the rest trainable.
+
+    Models go under ``<output_dir>/models``. Frozen ``tiny`` agents are built (and taught the
+    toy format) first, then the trainable ones, which get the format warm-up last. Sets torch's
+    thread count if ``policies.threads`` is set.
+    """
+    from llm_marl.envs.registration import make
+    from llm_marl.train.models import check_agents, frozen_policy, trainable_policies
+    from llm_marl.train.warmup import num_symbols, toy_format_warmup
+
+    pc, tc = config.policies, config.trainer
+    if pc.threads:
+        import torch
+
+        torch.set_num_threads(pc.threads)
+    env = make(tc.env, **tc.env_kwargs)
+    agents = list(env.possible_agents)
+    trainable = check_agents(pc, agents, tc.env)
+    if pc.format_warmup_steps:
+        num_symbols(env, tc.env)  # refuse a non-toy env before building any model
+    out = Path(tc.output_dir) / "models"
+
+    def warmup(policies: Mapping[str, Any]) -> dict[str, float]:
+        return toy_format_warmup(
+            policies, tc.env, tc.env_kwargs, steps=pc.format_warmup_steps, seed=tc.seed
+        )
+
+    policies: dict[str, Any] = {}
+    for j, agent in enumerate(a for a in agents if a in pc.frozen):
+        policies[agent] = frozen_policy(
+            pc.frozen[agent],
+            agent,
+            pc,
+            out / "frozen" / agent,
+            seed=tc.seed,
+            model_seed=tc.seed + 100 + j,
+            warmup=warmup if pc.format_warmup_steps else None,
+        )
+    kl = getattr(config.algorithm, "kl_coef", 0.0) > 0
+    learners = trainable_policies(pc, trainable, out, seed=tc.seed, reference=kl)
+    if pc.format_warmup_steps:
+        # Also when resuming: the checkpoint then replaces the weights, and the KL reference
+        # keeps the warmed-up start, as in the uninterrupted run.
+        losses = warmup(learners)
+        print("format warm-up done, loss per agent:", {a: round(v, 3) for a, v in losses.items()})
+    policies.update(learners)
+    return {a: policies[a] for a in agents}
+
+
+class FrozenWeights:
+    """Fingerprints the frozen local models' weights; :meth:`verify` proves them unchanged.
+
+    A SHA-256 digest per tensor, not a copy: a frozen 3B actor costs no extra GPU memory.
+    """
+
+    def __init__(self, policies: Mapping[str, Any]) -> None:
+        self.policies = {
+            agent: policy
+            for agent, policy in policies.items()
+            if not getattr(policy, "trainable", False) and hasattr(policy, "model")
+        }
+        self.digests = {agent: _digest(p.model) for agent, p in self.policies.items()}
+
+    def verify(self, *, report: bool = True) -> None:
+        """Raise if a frozen model changed; with ``report``, print one line per frozen agent."""
+        for agent, before in self.digests.items():
+            same = _digest(self.policies[agent].model) == before
+            if report:
+                print(f"frozen {agent} weights bit-identical after training: {same}")
+            if not same:
+                raise RuntimeError(f"the frozen {agent} changed during training")
+
+
+def _digest(model: Any) -> dict[str, str]:
+    import hashlib
+
+    import torch
+
+    out = {}
+    for name, tensor in model.state_dict().items():
+        raw = tensor.detach().contiguous().view(-1).view(torch.uint8).cpu().numpy()
+        out[name] = f"{tensor.dtype}:{tuple(tensor.shape)}:{hashlib.sha256(raw).hexdigest()}"
+    return out
+
+
+def run(config: RunConfig) -> TrainResult:
+    """Train: save the config, build the policies and the algorithm, train, check the frozen."""
+    from llm_marl.train.trainer import Trainer
+
+    save_run_config(config)
+    policies = build_policies(config)
+    algorithm = get_algorithm(config.algo).build(config.algorithm)
+    trainer = Trainer(algorithm, policies, config.trainer)
+    frozen = FrozenWeights(policies)
+    result = trainer.train()
+    frozen.verify()
+    return result

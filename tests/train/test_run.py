@@ -1,0 +1,159 @@
+"""A run from the command line: the wheel's command in-process, saved configs, policies."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_marl.cli import main
+from llm_marl.errors import ConfigError
+from llm_marl.policies import OpenAIPolicy, ScriptedPolicy
+from llm_marl.train import build_policies, parse_run_config, preset_config, run
+from llm_marl.train.checkpoint import latest_checkpoint
+from llm_marl.train.logging import read_jsonl
+from llm_marl.train.models import PoliciesConfig
+
+# A couple of fast steps of the toy preset.
+FAST = ["--group-size", "4", "--tasks-per-step", "2", "--eval-group-size", "2"]
+FAST += ["--format-warmup-steps", "3", "--no-progress", "--no-plot"]
+
+
+def _rows(path):
+    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in read_jsonl(path)]
+
+
+def test_the_readme_training_command_runs_in_process_and_checkpoints(tmp_path, monkeypatch):
+    # What CI runs from a wheel in a fresh venv (.ci/run): the exact command, default paths.
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--algo", "magrpo", "--preset", "toy-coordination", "--steps", "5"]) == 0
+    out = tmp_path / "runs" / "magrpo"
+    assert latest_checkpoint(out).name == "step-000005"
+    assert [r["step"] for r in read_jsonl(out / "metrics.jsonl")] == [0, 1, 2, 3, 4, 5]
+    assert (out / "reward.png").is_file()
+    saved = parse_run_config(["--config", str(out / "config.yaml")])
+    assert saved == parse_run_config(["--preset", "toy-coordination", "--steps", "5"])
+
+
+def test_a_saved_config_runs_the_same_run_again(tmp_path):
+    first = tmp_path / "first"
+    config = parse_run_config(["--steps", "2", "--output-dir", str(first), *FAST])
+    run(config)
+    again = parse_run_config(["--config", str(first / "config.yaml")])
+    assert again == config
+    second = tmp_path / "second"
+    assert main(["train", "--config", str(first / "config.yaml"), "--output-dir", str(second)]) == 0
+    assert _rows(second / "metrics.jsonl") == _rows(first / "metrics.jsonl")
+    rerun = parse_run_config(["--config", str(second / "config.yaml")])
+    assert rerun.trainer.output_dir == str(second)
+    rerun.trainer.output_dir = str(first)
+    assert rerun == config
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--algo", "ppo"], "unknown algorithm 'ppo'; --algo takes one of: magrpo, agentpo, matpo"),
+        (["--stepz", "5"], "Did you mean --steps"),
+        (["--algo", "matpo"], "matpo has no presets yet"),
+        (["--preset", "toy-coordination", "--env", "math_hint-v0", "--steps", "1"], "toy envs"),
+        (["--policies.frozen.left", "tiny", "--policies.frozen.right", "tiny"], "nothing to train"),
+        (["--policies.frozen.nobody", "tiny"], "not agents of coordination-v0"),
+        (["--policies.frozen.left", "gpt4"], "is not one of: tiny, hf:PATH"),
+    ],
+)
+def test_config_errors_print_one_line_and_exit_2(tmp_path, capsys, argv, message):
+    assert main(["train", "--output-dir", str(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("llm-marl train: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert latest_checkpoint(tmp_path) is None
+
+
+def _config(tmp_path, **policies):
+    return preset_config(
+        "magrpo",
+        "toy-coordination",
+        {
+            "trainer": {"output_dir": str(tmp_path)},
+            "policies": {"format_warmup_steps": 0, **policies},
+        },
+    )
+
+
+def test_share_gives_every_trainable_agent_one_policy_object(tmp_path):
+    policies = build_policies(_config(tmp_path, share=True))
+    assert policies["left"] is policies["right"] and policies["left"].trainable
+    assert policies["left"].name == "left+right"
+
+
+def test_lora_puts_one_adapter_per_agent_on_one_base(tmp_path):
+    policies = build_policies(_config(tmp_path, lora=True, lora_rank=2))
+    left, right = policies["left"], policies["right"]
+    assert left.model is right.model and (left.adapter, right.adapter) == ("left", "right")
+    assert left.reference_model is None  # the reference is the base with adapters off
+
+
+def test_full_copies_get_a_frozen_reference_when_the_algorithm_has_a_kl_term(tmp_path):
+    policies = build_policies(_config(tmp_path))
+    assert policies["left"].model is not policies["right"].model
+    assert policies["left"].reference_model is not None  # toy-coordination: kl_coef 0.1
+    no_kl = preset_config("magrpo", "generic", {"trainer": {"output_dir": str(tmp_path / "g")}})
+    assert build_policies(no_kl)["left"].reference_model is None
+
+
+def test_frozen_specs_build_each_kind_of_policy(tmp_path):
+    config = _config(
+        tmp_path,
+        frozen={
+            "left": "scripted:llm_marl.envs.toy.parsing:first_symbol",
+            "right": "openai:some-model@http://127.0.0.1:9/v1",
+        },
+    )
+    with pytest.raises(ConfigError, match="nothing to train"):
+        build_policies(config)
+    config.policies.frozen.pop("right")
+    policies = build_policies(config)
+    assert isinstance(policies["left"], ScriptedPolicy) and policies["right"].trainable
+    config.policies.frozen = {"left": "openai:some-model@http://127.0.0.1:9/v1"}
+    policies = build_policies(config)
+    assert isinstance(policies["left"], OpenAIPolicy)
+    assert policies["left"].url == "http://127.0.0.1:9/v1/chat/completions"
+    config.policies.frozen = {"left": "scripted:llm_marl.envs.toy.parsing:no_such_function"}
+    with pytest.raises(ConfigError, match="cannot import"):
+        build_policies(config)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    ["", "hf:", "openai:model", "openai:@http://x", "openai:m@ftp://x", "scripted:mod", "vllm:x"],
+)
+def test_bad_frozen_specs_are_refused_at_config_time(spec):
+    with pytest.raises(ValueError, match="is not one of: tiny"):
+        PoliciesConfig(frozen={"a": spec})
+
+
+def test_frozen_weights_notice_a_one_ulp_change_in_any_dtype(capsys):
+    import torch
+
+    from llm_marl.train import FrozenWeights
+
+    class Frozen:
+        trainable = False
+
+        def __init__(self, dtype):
+            self.model = torch.nn.Linear(4, 3).to(dtype)
+
+    for dtype in (torch.float32, torch.bfloat16):
+        policy, trained = Frozen(dtype), Frozen(dtype)
+        trained.trainable = True  # not fingerprinted: it is meant to change
+        guard = FrozenWeights({"actor": policy, "learner": trained})
+        with torch.no_grad():
+            trained.model.weight.add_(1.0)
+        guard.verify()
+        with torch.no_grad():
+            w = policy.model.weight
+            w[1, 2] = torch.nextafter(w[1, 2], torch.tensor(float("inf"), dtype=dtype))
+        with pytest.raises(RuntimeError, match="the frozen actor changed"):
+            guard.verify()
+    out = capsys.readouterr().out
+    assert out.count("frozen actor weights bit-identical after training: True") == 2
+    assert "learner" not in out
