@@ -315,7 +315,7 @@ def toy_format_warmup(
     import torch
 
     import llm_marl
-    from llm_marl.algos.losses import nll_update
+    from llm_marl.algos import nll_update
     from llm_marl.policies.base import ScriptedPolicy
     from llm_marl.rollout import collect
 

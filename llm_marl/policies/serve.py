@@ -92,7 +92,8 @@ class PolicyServer:
 
         self._httpd = ThreadingHTTPServer((host, port), Handler)
         self._httpd.daemon_threads = True
-        self.host, self.port = self._httpd.server_address[:2]
+        self.host = host
+        self.port = self._httpd.server_port  # the bound port (port=0 picks a free one)
 
     @property
     def url(self) -> str:
