@@ -2,10 +2,16 @@
 
 * :class:`Algorithm` — the plug-in contract (``update(episodes) -> metrics``); the loop that
   drives it is :class:`llm_marl.train.Trainer`.
+* :class:`PolicyGradientAlgorithm` — the shared base of the three below: one optimizer per
+  trainable policy, checkpointable state; a subclass only builds samples and advantages.
 * :class:`MAGRPO` — every trainable agent, joint reward, centralised group baseline.
 * :class:`AgentPO` — GRPO on one trainable collaborator beside frozen agents.
 * :class:`MATPO` — one policy playing planner and workers (design; lands with web search).
-* :mod:`~llm_marl.algos.advantages`, :mod:`~llm_marl.algos.losses` — the building blocks.
+
+The building blocks, each in its own module: :mod:`~llm_marl.algos.advantages` (group
+baselines, discounted returns), :mod:`~llm_marl.algos.samples` (token streams with per-token
+advantages), :mod:`~llm_marl.algos.losses` (the clipped surrogate, k3 KL, aggregation: tensor
+maths only) and :mod:`~llm_marl.algos.update` (the epochs x minibatches x micro-batches loop).
 """
 
 from llm_marl.algos.advantages import (
@@ -13,21 +19,15 @@ from llm_marl.algos.advantages import (
     discounted_returns,
     group_advantages,
     turn_advantages,
+    turn_returns,
 )
 from llm_marl.algos.agentpo import AgentPO, AgentPOConfig
-from llm_marl.algos.base import Algorithm, trainable_policies
-from llm_marl.algos.losses import (
-    PGConfig,
-    Sample,
-    aggregate,
-    clipped_pg_loss,
-    k3_kl,
-    make_optimizer,
-    policy_gradient_update,
-    trajectory_samples,
-)
+from llm_marl.algos.base import Algorithm, PolicyGradientAlgorithm, trainable_policies
+from llm_marl.algos.losses import aggregate, clipped_pg_loss, k3_kl
 from llm_marl.algos.magrpo import MAGRPO, MAGRPOConfig
 from llm_marl.algos.matpo import MATPO, MATPOConfig
+from llm_marl.algos.samples import Sample, trajectory_samples
+from llm_marl.algos.update import PGConfig, make_optimizer, nll_update, policy_gradient_update
 
 __all__ = [
     "MAGRPO",
@@ -38,6 +38,7 @@ __all__ = [
     "MAGRPOConfig",
     "MATPOConfig",
     "PGConfig",
+    "PolicyGradientAlgorithm",
     "Sample",
     "aggregate",
     "clipped_pg_loss",
@@ -46,8 +47,10 @@ __all__ = [
     "group_advantages",
     "k3_kl",
     "make_optimizer",
+    "nll_update",
     "policy_gradient_update",
     "trainable_policies",
     "trajectory_samples",
     "turn_advantages",
+    "turn_returns",
 ]

@@ -11,9 +11,9 @@ optionally divided by the group's standard deviation (``scale="std"``, GRPO's no
 unbiased estimator, as in TRL and verl) so that every task weighs the same whatever its reward
 spread. A group whose rewards are all equal carries no signal: its advantages are exactly zero.
 
-Multi-turn episodes credit each turn with its discounted return-to-go
-(:meth:`~llm_marl.rollout.Episode.returns`), and the baseline of turn ``t`` is taken over the
-group's returns at turn ``t`` (:func:`turn_advantages`).
+Multi-turn episodes credit each turn with its discounted return-to-go (:func:`turn_returns`, the
+one place returns are computed), and the baseline of turn ``t`` is taken over the group's returns
+at turn ``t`` (:func:`turn_advantages`).
 """
 
 from __future__ import annotations

@@ -25,9 +25,8 @@ Usage::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from llm_marl.algos.advantages import (
     Baseline,
@@ -37,16 +36,10 @@ from llm_marl.algos.advantages import (
     step_rewards,
     turn_advantages,
 )
-from llm_marl.algos.base import Algorithm, trainable_policies
-from llm_marl.algos.losses import (
-    PGConfig,
-    Sample,
-    make_optimizer,
-    policy_gradient_update,
-    trajectory_samples,
-)
-from llm_marl.algos.magrpo import load_optimizers
-from llm_marl.policies.base import Policy, SamplingParams
+from llm_marl.algos.base import PolicyGradientAlgorithm, PolicyGroups
+from llm_marl.algos.losses import Aggregation
+from llm_marl.algos.samples import Sample, trajectory_samples
+from llm_marl.algos.update import PGConfig
 from llm_marl.rollout.types import Episode, group_episodes
 
 
@@ -54,7 +47,7 @@ from llm_marl.rollout.types import Episode, group_episodes
 class AgentPOConfig(PGConfig):
     """AgentPO-GRPO hyperparameters; defaults are the paper's released config.
 
-    Inherits the optimizer / loss fields of :class:`~llm_marl.algos.losses.PGConfig`.
+    Inherits the optimizer / loss fields of :class:`~llm_marl.algos.update.PGConfig`.
     """
 
     lr: float = 1e-6
@@ -69,7 +62,7 @@ class AgentPOConfig(PGConfig):
     """Upper clip range (``1 + 0.28``): DAPO's clip-higher keeps exploration alive."""
     kl_coef: float = 0.0
     """No KL penalty (released config: ``use_kl_loss=False``)."""
-    aggregation: str = "token-mean"  # type: ignore[assignment]
+    aggregation: Aggregation = "token-mean"
     """Every generated token weighs the same (``loss_agg_mode="token-mean"``)."""
     baseline: Baseline = "mean"
     """GRPO's group-mean baseline."""
@@ -87,22 +80,20 @@ class AgentPOConfig(PGConfig):
         check_baseline(self.baseline, self.scale)
 
 
-class AgentPO(Algorithm):
+class AgentPO(PolicyGradientAlgorithm[AgentPOConfig]):
     """GRPO on one trainable collaborator; every other agent stays frozen."""
 
     name: ClassVar[str] = "agentpo"
-    min_group_size: ClassVar[int] = 2
 
     def __init__(self, config: AgentPOConfig | None = None) -> None:
-        self.config = config or AgentPOConfig()
-        self.optimizers: dict[str, Any] = {}
-        self.schedulers: dict[str, Any] = {}
-        self.collaborator = ""
-        self.updates = 0
+        super().__init__(config or AgentPOConfig())
 
-    def setup(self, policies: Mapping[str, Policy], sampling: Mapping[str, SamplingParams]) -> None:
-        super().setup(policies, sampling)
-        groups = trainable_policies(self.policies)
+    @property
+    def collaborator(self) -> str:
+        """The trained agent (known after :meth:`setup`)."""
+        return next(iter(self.groups), "")
+
+    def select_trainable(self, groups: PolicyGroups) -> PolicyGroups:
         if len(groups) != 1 or len(next(iter(groups.values()))[1]) != 1:
             raise ValueError(
                 "AgentPO trains exactly one collaborator beside frozen agents, but the trainable "
@@ -110,18 +101,15 @@ class AgentPO(Algorithm):
                 "trainable=False (or fold them into the env with FrozenAgents); to train several "
                 "agents use MAGRPO."
             )
-        ((key, (policy, _)),) = groups.items()
+        (key,) = groups
         if self.config.collaborator not in (None, key):
             raise ValueError(
                 f"AgentPOConfig.collaborator={self.config.collaborator!r} but the trainable agent "
                 f"is {key!r}"
             )
-        self.collaborator = key
-        self.optimizers[key], self.schedulers[key] = make_optimizer(
-            policy.parameters(), self.config
-        )
+        return groups
 
-    def update(self, episodes: list[Episode]) -> dict[str, float]:
+    def build_samples(self, episodes: list[Episode]) -> dict[str, list[Sample]]:
         cfg, agent = self.config, self.collaborator
         reward_fn = component_reward(cfg.reward_component) if cfg.reward_component else step_rewards
         # GRPO: normalised advantages within each task's group, credited to the collaborator's
@@ -131,23 +119,4 @@ class AgentPO(Algorithm):
             advs = turn_advantages(group, agent, 1.0, cfg.baseline, cfg.scale, reward_fn)
             for episode, adv in zip(group, advs):
                 samples += trajectory_samples(episode.trajectories[agent], adv)
-        metrics = policy_gradient_update(
-            self.policies[agent],
-            self.optimizers[agent],
-            samples,
-            cfg,
-            scheduler=self.schedulers[agent],
-            update_index=self.updates,
-        )
-        self.updates += 1
-        return metrics
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "updates": self.updates,
-            "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()},
-            "schedulers": {k: s.state_dict() for k, s in self.schedulers.items()},
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        load_optimizers(self, state)
+        return {agent: samples}

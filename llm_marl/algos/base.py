@@ -1,4 +1,5 @@
-"""The plug-in contract of training algorithms: :class:`Algorithm`.
+"""The plug-in contract of training algorithms (:class:`Algorithm`) and the shared base of the
+policy-gradient family (:class:`PolicyGradientAlgorithm`).
 
 An algorithm is one small class: :meth:`Algorithm.setup` receives the policies once (build
 optimizers for the trainable ones there) and :meth:`Algorithm.update` receives each step's
@@ -9,30 +10,60 @@ evaluating, checkpointing, resuming — is the job of :class:`llm_marl.train.Tra
 Frozen agents are policies with ``trainable=False`` (a local model, an ``OpenAIPolicy``, a
 ``ScriptedPolicy``): they play in every rollout, batched with the others, but get no optimizer
 and no gradient.
+
+:class:`PolicyGradientAlgorithm` holds what MAGRPO, AgentPO-GRPO and MATPO share — one AdamW
+optimizer and warmup scheduler per trainable policy object, the update counter, the
+checkpointable state, one :func:`~llm_marl.algos.update.policy_gradient_update` per policy and
+the averaged console metrics — so that a subclass only says what makes it that algorithm: which
+trainable policies it accepts (:meth:`~PolicyGradientAlgorithm.select_trainable`) and how samples
+and advantages are built (:meth:`~PolicyGradientAlgorithm.build_samples`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from llm_marl.policies.base import Policy, SamplingParams
+from llm_marl.algos.samples import Sample
+from llm_marl.algos.update import PGConfig, make_optimizer, policy_gradient_update
+from llm_marl.policies.base import Policy, SamplingParams, TrainablePolicy
 from llm_marl.rollout.types import Episode
 
-# ---------------------------------------------------------------------------------------- Algorithm
+if TYPE_CHECKING:
+    from torch.optim import Optimizer
+    from torch.optim.lr_scheduler import LRScheduler
+
+PolicyGroups = dict[str, tuple[TrainablePolicy, list[str]]]
+"""``key -> (policy, agents it plays)`` for each distinct trainable policy object."""
+
+ConfigT = TypeVar("ConfigT", bound=PGConfig)
+
+CONSOLE_METRICS = ("loss", "kl", "clip_frac", "grad_norm", "ratio")
+"""Per-policy metrics that :meth:`PolicyGradientAlgorithm.learn` also reports averaged over
+the trainable policies, under their bare names (the Trainer's console columns)."""
 
 
-def trainable_policies(policies: Mapping[str, Policy]) -> dict[str, tuple[Policy, list[str]]]:
+def trainable_policies(policies: Mapping[str, Policy]) -> PolicyGroups:
     """Distinct trainable policy objects: ``key -> (policy, agents it plays)``.
 
     Agents that share one policy object (one model playing several roles) share one entry, so
-    they share one optimizer; ``key`` joins their names with ``+``.
+    they share one optimizer; ``key`` joins their names with ``+``. A policy marked
+    ``trainable=True`` that does not implement
+    :class:`~llm_marl.policies.TrainablePolicy` is an error.
     """
-    by_id: dict[int, tuple[Policy, list[str]]] = {}
+    by_id: dict[int, tuple[TrainablePolicy, list[str]]] = {}
     for agent, policy in policies.items():
-        if getattr(policy, "trainable", False):
-            by_id.setdefault(id(policy), (policy, []))[1].append(agent)
+        if not getattr(policy, "trainable", False):
+            continue
+        if not isinstance(policy, TrainablePolicy):
+            raise TypeError(
+                f"the policy of agent {agent!r} ({getattr(policy, 'name', policy)!r}) is "
+                "trainable=True but does not implement llm_marl.policies.TrainablePolicy "
+                "(generate, parameters, sequence_logprobs, save, load, logprob_temperature); "
+                "implement them or mark it trainable=False"
+            )
+        by_id.setdefault(id(policy), (policy, []))[1].append(agent)
     return {"+".join(agents): (policy, agents) for policy, agents in by_id.values()}
 
 
@@ -49,6 +80,7 @@ class Algorithm(ABC):
 
     policies: dict[str, Policy]
     trainable: dict[str, Policy]
+    sampling: dict[str, SamplingParams]
 
     def setup(self, policies: Mapping[str, Policy], sampling: Mapping[str, SamplingParams]) -> None:
         """Called once by the Trainer before training (and before a checkpoint is loaded).
@@ -71,3 +103,138 @@ class Algorithm(ABC):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned. Default: nothing to restore."""
         return None
+
+
+class PolicyGradientAlgorithm(Algorithm, Generic[ConfigT]):
+    """Base of the clipped policy-gradient algorithms: one optimizer per trainable policy.
+
+    A subclass implements :meth:`build_samples` (the algorithm's credit assignment) and may
+    override :meth:`select_trainable` (which trainable policies it accepts). Then:
+
+    * :meth:`setup` builds one AdamW optimizer and warmup scheduler
+      (:func:`~llm_marl.algos.update.make_optimizer`) per selected policy object, keyed like
+      :func:`trainable_policies` (agents sharing one object share one optimizer). Frozen
+      policies get none and are never touched.
+    * :meth:`update` is ``learn(build_samples(episodes))``: one
+      :func:`~llm_marl.algos.update.policy_gradient_update` per policy, metrics prefixed
+      ``"<key>/"`` plus :data:`CONSOLE_METRICS` averaged over the policies.
+    * :meth:`state_dict` / :meth:`load_state_dict` save and restore the optimizers, the
+      schedulers and :attr:`updates` (which seeds the minibatch shuffle, so a resumed run
+      continues exactly as an uninterrupted one).
+    """
+
+    min_group_size: ClassVar[int] = 2
+
+    config: ConfigT
+    """The algorithm's hyperparameters (a :class:`~llm_marl.algos.update.PGConfig` subclass)."""
+    groups: PolicyGroups
+    """``key -> (policy, agents)`` of the policies this algorithm trains (set by :meth:`setup`)."""
+    optimizers: dict[str, Optimizer]
+    """One optimizer per key of :attr:`groups`."""
+    schedulers: dict[str, LRScheduler]
+    """One learning-rate scheduler per key of :attr:`groups`."""
+    updates: int
+    """How many :meth:`learn` calls came before (checkpointed)."""
+
+    def __init__(self, config: ConfigT) -> None:
+        self.config = config
+        self.groups = {}
+        self.optimizers = {}
+        self.schedulers = {}
+        self.updates = 0
+
+    def setup(self, policies: Mapping[str, Policy], sampling: Mapping[str, SamplingParams]) -> None:
+        super().setup(policies, sampling)
+        self.groups = self.select_trainable(trainable_policies(self.policies))
+        self.optimizers, self.schedulers = {}, {}
+        for key, (policy, agents) in self.groups.items():
+            self._check_logprob_temperature(policy, agents)
+            self.optimizers[key], self.schedulers[key] = make_optimizer(
+                policy.parameters(), self.config
+            )
+
+    def _check_logprob_temperature(self, policy: TrainablePolicy, agents: list[str]) -> None:
+        """The protocol's rule: log-probs are scored at the rollout's sampling temperature
+        (greedy: 1), or the importance ratio is off before the first step. The Trainer sets it;
+        this catches a hand-driven loop that forgot to."""
+        for agent in agents:
+            if agent not in self.sampling:
+                continue
+            temperature = self.sampling[agent].temperature or 1.0
+            if policy.logprob_temperature != temperature:
+                raise ValueError(
+                    f"agent {agent!r} samples at temperature {temperature} but its policy "
+                    f"{policy.name!r} scores log-probs at logprob_temperature="
+                    f"{policy.logprob_temperature}: set policy.logprob_temperature = "
+                    f"{temperature} (llm_marl.train.Trainer does this for you)"
+                )
+
+    def select_trainable(self, groups: PolicyGroups) -> PolicyGroups:
+        """Validate the team's trainable policies and return those to train.
+
+        Default: all of them, and at least one. Override to enforce a topology (AgentPO: exactly
+        one collaborator; MATPO: one policy playing every role) with an error that says how to
+        fix the team.
+        """
+        if not groups:
+            raise ValueError(
+                f"{type(self).__name__} needs at least one trainable agent; every policy has "
+                "trainable=False"
+            )
+        return groups
+
+    @abstractmethod
+    def build_samples(self, episodes: list[Episode]) -> dict[str, list[Sample]]:
+        """The algorithm's credit assignment: ``key of groups -> samples`` with advantages."""
+
+    def update(self, episodes: list[Episode]) -> dict[str, float]:
+        return self.learn(self.build_samples(episodes))
+
+    def learn(self, samples: Mapping[str, list[Sample]]) -> dict[str, float]:
+        """One clipped policy-gradient update per trainable policy, each with its optimizer."""
+        unknown = set(samples) - set(self.groups)
+        if unknown:
+            raise KeyError(
+                f"samples for {sorted(unknown)}, but this run trains {sorted(self.groups)}"
+            )
+        metrics: dict[str, float] = {}
+        for key, (policy, _) in self.groups.items():
+            result = policy_gradient_update(
+                policy,
+                self.optimizers[key],
+                samples.get(key, []),
+                self.config,
+                scheduler=self.schedulers[key],
+                update_index=self.updates,
+            )
+            metrics.update({f"{key}/{name}": value for name, value in result.items()})
+        self.updates += 1
+        return {**self._mean_over_policies(metrics), **metrics}
+
+    def _mean_over_policies(self, metrics: Mapping[str, float]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name in CONSOLE_METRICS:
+            values = [metrics[f"{k}/{name}"] for k in self.groups if f"{k}/{name}" in metrics]
+            if values:
+                out[name] = sum(values) / len(values)
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "updates": self.updates,
+            "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()},
+            "schedulers": {k: s.state_dict() for k, s in self.schedulers.items()},
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        saved = set(state.get("optimizers", {}))
+        if saved != set(self.optimizers):
+            raise ValueError(
+                f"checkpoint has optimizers for {sorted(saved)} but this run trains "
+                f"{sorted(self.optimizers)}: resume with the same trainable agents"
+            )
+        for key, opt_state in state["optimizers"].items():
+            self.optimizers[key].load_state_dict(opt_state)
+        for key, sched_state in state.get("schedulers", {}).items():
+            self.schedulers[key].load_state_dict(sched_state)
+        self.updates = int(state.get("updates", 0))

@@ -7,7 +7,7 @@ One policy object plays several roles, chosen by role prompt: a **planner** that
 task and delegates sub-queries, and **workers** that answer a sub-query with tools (search,
 browse) and report back. Only the planner's final answer is scored. In llm_marl the roles are
 agents of one env (``planner``, ``worker``) that share one policy object, so the
-:class:`~llm_marl.algos.base.Trainer` gives them ONE optimizer; each worker turn records the
+:class:`~llm_marl.algos.base.PolicyGradientAlgorithm` gives them ONE optimizer; each worker turn records the
 planner turn that spawned it in :attr:`Turn.parent <llm_marl.rollout.Turn.parent>` as
 ``("planner", k)``.
 
@@ -24,7 +24,7 @@ Normalisation
     mixed with weights ``c_r`` (``planner_weight`` for the planner, the rest shared equally by
     the worker roles). It is implemented with per-sample weights ``c_r / N_r`` (``N_r``: the
     generated tokens of role ``r`` in the batch), which the token-mean aggregation of
-    :func:`~llm_marl.algos.losses.policy_gradient_update` turns into exactly that mixture.
+    :func:`~llm_marl.algos.update.policy_gradient_update` turns into exactly that mixture.
 
 The web-search env that produces planner/worker episodes comes later; :func:`matpo_samples`
 and :func:`balance_roles` are complete and unit-tested on hand-built episodes, and
@@ -33,9 +33,9 @@ and :func:`balance_roles` are complete and unit-tested on hand-built episodes, a
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from llm_marl.algos.advantages import (
     Baseline,
@@ -46,16 +46,10 @@ from llm_marl.algos.advantages import (
     step_rewards,
     turn_advantages,
 )
-from llm_marl.algos.base import Algorithm, trainable_policies
-from llm_marl.algos.losses import (
-    PGConfig,
-    Sample,
-    make_optimizer,
-    policy_gradient_update,
-    trajectory_samples,
-)
-from llm_marl.algos.magrpo import load_optimizers
-from llm_marl.policies.base import Policy, SamplingParams
+from llm_marl.algos.base import PolicyGradientAlgorithm, PolicyGroups
+from llm_marl.algos.losses import Aggregation
+from llm_marl.algos.samples import Sample, trajectory_samples
+from llm_marl.algos.update import PGConfig
 from llm_marl.rollout.types import Episode, group_episodes
 
 
@@ -67,7 +61,7 @@ class MATPOConfig(PGConfig):
     """AdamW learning rate."""
     clip_high: float | None = 0.28
     """Clip-higher upper range, as in the DAPO recipe MATPO builds on."""
-    aggregation: str = "token-mean"  # type: ignore[assignment]
+    aggregation: Aggregation = "token-mean"
     """Must stay ``token-mean``: role balancing is expressed through it."""
     planner: str = "planner"
     """The agent whose turns are scored and whose advantages workers inherit."""
@@ -166,38 +160,29 @@ def balance_roles(
     return list(samples)
 
 
-class MATPO(Algorithm):
+class MATPO(PolicyGradientAlgorithm[MATPOConfig]):
     """One shared policy trained on planner and worker turns with inherited advantages."""
 
     name: ClassVar[str] = "matpo"
-    min_group_size: ClassVar[int] = 2
 
     def __init__(self, config: MATPOConfig | None = None) -> None:
-        self.config = config or MATPOConfig()
-        self.optimizers: dict[str, Any] = {}
-        self.schedulers: dict[str, Any] = {}
-        self.key = ""
-        self.updates = 0
+        super().__init__(config or MATPOConfig())
 
-    def setup(self, policies: Mapping[str, Policy], sampling: Mapping[str, SamplingParams]) -> None:
-        super().setup(policies, sampling)
-        cfg = self.config
-        roles = [cfg.planner, *cfg.workers]
+    def select_trainable(self, groups: PolicyGroups) -> PolicyGroups:
+        roles = [self.config.planner, *self.config.workers]
         missing = [r for r in roles if r not in self.policies]
         if missing:
-            raise ValueError(f"MATPO roles {missing} are not agents of this env: {list(policies)}")
-        groups = trainable_policies({r: self.policies[r] for r in roles})
+            raise ValueError(
+                f"MATPO roles {missing} are not agents of this env: {list(self.policies)}"
+            )
         if len(groups) != 1 or set(next(iter(groups.values()))[1]) != set(roles):
             raise ValueError(
                 "MATPO trains ONE policy object playing every role: pass the same trainable "
-                f"policy for {roles}"
+                f"policy for {roles} (and no other trainable agent)"
             )
-        ((self.key, (policy, _)),) = groups.items()
-        self.optimizers[self.key], self.schedulers[self.key] = make_optimizer(
-            policy.parameters(), cfg
-        )
+        return groups
 
-    def update(self, episodes: list[Episode]) -> dict[str, float]:
+    def build_samples(self, episodes: list[Episode]) -> dict[str, list[Sample]]:
         cfg = self.config
         reward_fn = component_reward(cfg.reward_component) if cfg.reward_component else step_rewards
         samples: list[Sample] = []
@@ -213,27 +198,14 @@ class MATPO(Algorithm):
             )
         if cfg.balance:
             balance_roles(samples, cfg.planner, cfg.workers, cfg.planner_weight)
-        metrics = policy_gradient_update(
-            self.policies[cfg.planner],
-            self.optimizers[self.key],
-            samples,
-            cfg,
-            scheduler=self.schedulers[self.key],
-            update_index=self.updates,
-        )
-        for role in (cfg.planner, *cfg.workers):
+        (key,) = self.groups
+        return {key: samples}
+
+    def update(self, episodes: list[Episode]) -> dict[str, float]:
+        samples = self.build_samples(episodes)
+        metrics = self.learn(samples)
+        for role in (self.config.planner, *self.config.workers):
             metrics[f"{role}/tokens"] = float(
-                sum(s.num_generated for s in samples if s.agent == role)
+                sum(s.num_generated for ss in samples.values() for s in ss if s.agent == role)
             )
-        self.updates += 1
         return metrics
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "updates": self.updates,
-            "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()},
-            "schedulers": {k: s.state_dict() for k, s in self.schedulers.items()},
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        load_optimizers(self, state)

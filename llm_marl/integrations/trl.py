@@ -22,7 +22,7 @@ module turns such an env into the two things ``GRPOTrainer`` needs:
 
 Limits: the trainable agent must act exactly once per episode (TRL samples one completion per
 prompt). Multi-turn agents train with :class:`~llm_marl.algos.MAGRPO` /
-:class:`~llm_marl.algos.AgentPO` and the llm_marl :class:`~llm_marl.algos.Trainer`.
+:class:`~llm_marl.algos.AgentPO` and the llm_marl :class:`~llm_marl.train.Trainer`.
 """
 
 from __future__ import annotations
@@ -134,6 +134,8 @@ class EnvReward:
         frozen_sampling: Sampling of the frozen policies.
 
     Called by TRL as ``reward(prompts=..., completions=..., task=[...], seed=[...], ...)``.
+    An episode whose infrastructure failed (sandbox, grader) gets ``None``: no reward signal,
+    which TRL leaves out of the sample's reward (its documented contract for reward functions).
     """
 
     def __init__(
@@ -158,7 +160,7 @@ class EnvReward:
         task: Sequence[str] | None = None,
         seed: Sequence[int] | None = None,
         **_: Any,
-    ) -> list[float]:
+    ) -> list[float | None]:
         if task is None:
             raise ValueError(
                 "the dataset has no 'task' column: build it with llm_marl.integrations.trl."
@@ -170,8 +172,11 @@ class EnvReward:
             for t, c, s in zip(task, completions, seeds, strict=True)
         ]
 
-    def play(self, task: Mapping[str, Any], completion: str, seed: int | None = None) -> float:
-        """The reward of one episode in which the agent's single action is ``completion``."""
+    def play(
+        self, task: Mapping[str, Any], completion: str, seed: int | None = None
+    ) -> float | None:
+        """The reward of one episode in which the agent's single action is ``completion``;
+        ``None`` when the env's infrastructure failed (the episode is not the model's doing)."""
         env = self.factory()
         agent = _agent(env)
         try:
@@ -188,7 +193,7 @@ class EnvReward:
             info = infos.get(agent, {})
             if info.get("error"):
                 # Not the model's fault: no signal (TRL ignores None rewards for a sample).
-                return float("nan")
+                return None
             if self.component is not None:
                 components = info.get("reward_components", {})
                 if self.component not in components:

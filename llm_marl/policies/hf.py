@@ -34,6 +34,7 @@ from llm_marl.policies.base import (
     Conversation,
     SamplingParams,
     TokenContext,
+    TrainablePolicy,
 )
 
 if TYPE_CHECKING:
@@ -301,9 +302,10 @@ class HFPolicy:
             if cand is not None:
                 return int(cand)
         gen_eos = getattr(self._base.generation_config, "eos_token_id", None)
-        if isinstance(gen_eos, list) and gen_eos:
-            return int(gen_eos[0])
-        if gen_eos is not None:
+        if isinstance(gen_eos, list):
+            if gen_eos:
+                return int(gen_eos[0])
+        elif gen_eos is not None:
             return int(gen_eos)
         raise ValueError(
             "the tokenizer has neither a pad nor an eos token; set tokenizer.pad_token"
@@ -691,10 +693,12 @@ class HFPolicy:
                         f"{file} not found: this policy is a LoRA adapter and expects a "
                         "directory written by HFPolicy.save (or peft's save_pretrained)"
                     )
-                result = set_peft_model_state_dict(
+                # peft annotates the return as ``namedtuple`` (the factory function); it is
+                # torch's ``_IncompatibleKeys`` from ``load_state_dict``.
+                loaded: Any = set_peft_model_state_dict(
                     self.model, load_file(str(file)), adapter_name=self.adapter
                 )
-                unexpected = [k for k in result.unexpected_keys if f".{self.adapter}." in k]
+                unexpected = [k for k in loaded.unexpected_keys if f".{self.adapter}." in k]
                 if unexpected:
                     raise ValueError(f"{file} has weights this adapter lacks: {unexpected[:5]}")
                 self._apply_requires_grad()
@@ -774,3 +778,9 @@ class HFPolicy:
     def __repr__(self) -> str:
         kind = f"adapter={self.adapter!r}" if self.adapter else "full"
         return f"HFPolicy({self.name!r}, {kind}, trainable={self.trainable})"
+
+
+if TYPE_CHECKING:
+
+    def _implements_the_protocol(policy: HFPolicy) -> TrainablePolicy:
+        return policy  # mypy checks HFPolicy against TrainablePolicy here

@@ -92,7 +92,9 @@ class PolicyServer:
 
         self._httpd = ThreadingHTTPServer((host, port), Handler)
         self._httpd.daemon_threads = True
-        self.host, self.port = self._httpd.server_address[:2]
+        bound_host, self.port = self._httpd.server_address[:2]  # port=0 picks a free one
+        # typeshed allows bytes for the host (AF_UNIX); an AF_INET server reports a str.
+        self.host = bound_host if isinstance(bound_host, str) else bound_host.decode()
 
     @property
     def url(self) -> str:

@@ -23,7 +23,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 TINY_LM_VERSION = 1
 """Bump when the build recipe changes, so that cached directories are rebuilt."""
@@ -184,6 +184,22 @@ def _train_tokenizer(vocab_size: int, corpus: list[str], *, nfc: bool) -> Any:
     return fast
 
 
+class _ModelShape(TypedDict):
+    """The config fields shared by every tiny architecture (typed so ``**`` unpacking is)."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    bos_token_id: None
+    eos_token_id: int
+    pad_token_id: int
+
+
 def _make_config(
     arch: str,
     vocab_size: int,
@@ -192,7 +208,7 @@ def _make_config(
     num_heads: int,
     eos_id: int,
 ) -> Any:
-    common = {
+    common: _ModelShape = {
         "vocab_size": vocab_size,
         "hidden_size": hidden_size,
         "intermediate_size": 4 * hidden_size,

@@ -306,7 +306,7 @@ class _Collector:
         ep.terminated = any(terms.values())
         ep.truncated = any(truncs.values())
         ep.final_infos = infos
-        first = next(iter(infos.values()), {})
+        first: Mapping[str, Any] = next(iter(infos.values()), {})
         ep.reward_components = dict(first.get("reward_components", {}))
         ep.error = first.get("error")
 

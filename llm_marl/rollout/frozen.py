@@ -53,11 +53,11 @@ class FrozenAgents(ParallelEnvWrapper):
         self.frozen_turns: list[tuple[str, str]] = []
 
     @property
-    def possible_agents(self) -> list[str]:  # type: ignore[override]
+    def possible_agents(self) -> list[str]:
         return list(self._visible)
 
     @property
-    def agents(self) -> list[str]:  # type: ignore[override]
+    def agents(self) -> list[str]:
         return [a for a in self.env.agents if a not in self.frozen]
 
     def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None):

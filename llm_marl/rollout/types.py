@@ -9,7 +9,6 @@ stream in which env-produced text (feedback, tool results) sits between completi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +38,40 @@ class Turn:
 
 
 @dataclass
+class Segment:
+    """One contiguous token stream of one agent (see :meth:`Trajectory.segments`).
+
+    ``prompt_ids + completion_ids`` is the stream exactly as the policy fed and sampled it. The
+    prompt is everything before the first generated token; the completion holds the generated
+    tokens (mask 1) and the env-produced tokens between turns (mask 0), so one forward pass
+    scores every turn of the stream.
+    """
+
+    prompt_ids: list[int]
+    """Tokens before the first generated token (never trained on)."""
+    completion_ids: list[int]
+    """Generated tokens and the env-produced tokens between them."""
+    mask: list[int]
+    """Per completion token: 1 where the agent generated it, 0 for env-produced tokens."""
+    logprobs: list[float] | None
+    """Sampling log-probs aligned with ``completion_ids`` (0.0 where the mask is 0); ``None``
+    when a turn of the segment came without them (the trainer then recomputes them)."""
+    turn_spans: list[tuple[int, int, int]]
+    """``(turn index, start, end)``: turn ``Trajectory.turns[turn index]`` generated
+    ``completion_ids[start:end]``. One entry per turn of the segment, in order."""
+
+    @property
+    def token_ids(self) -> list[int]:
+        """The whole stream: ``prompt_ids + completion_ids``."""
+        return self.prompt_ids + self.completion_ids
+
+    @property
+    def num_generated(self) -> int:
+        """How many tokens of the segment the agent generated."""
+        return sum(self.mask)
+
+
+@dataclass
 class Trajectory:
     """Everything one agent did in an episode."""
 
@@ -51,56 +84,67 @@ class Trajectory:
     def __len__(self) -> int:
         return len(self.turns)
 
-    def segments(self) -> Iterator[tuple[list[int], list[int], list[float]]]:
-        """Contiguous token streams ``(token_ids, mask, logprobs)``.
+    def segments(self) -> list[Segment]:
+        """The trajectory as contiguous token streams, one :class:`Segment` per stream.
 
-        ``mask[i] = 1`` exactly for generated tokens; ``logprobs`` is aligned with ``token_ids``
-        (0.0 where the mask is 0). A new segment starts when a turn does not extend the stream.
+        A turn joins the current stream when it says so (``continues_stream``) and its prompt
+        really starts with the stream so far; the prompt tokens past the stream (env feedback,
+        tool results) go in with mask 0. Any other turn starts a new segment. Turns without
+        token ids (text-only policies) are left out.
+
+        Raises ``ValueError`` for a turn that is not a consistent token record (completion ids
+        without prompt ids, or a log-prob count that differs from the generated token count).
         """
-        ids: list[int] = []
+        out: list[Segment] = []
+        ids: list[int] = []  # the current stream: prompt, completions, env tokens
         mask: list[int] = []
         lps: list[float] = []
-        for turn in self.turns:
-            if not turn.continues_stream and ids:
-                yield ids, mask, lps
-                ids, mask, lps = [], [], []
-            prompt_part = turn.prompt_ids[len(ids) :] if turn.continues_stream else turn.prompt_ids
-            ids += prompt_part
-            mask += [0] * len(prompt_part)
-            lps += [0.0] * len(prompt_part)
+        spans: list[tuple[int, int, int]] = []
+        has_lps = True
+        for k, turn in enumerate(self.turns):
+            if not turn.prompt_ids and not turn.completion_ids:
+                continue
+            if not turn.prompt_ids:
+                raise ValueError(
+                    f"agent {self.agent!r}: turn {k} has completion ids but no prompt ids"
+                )
+            n = len(turn.completion_ids)
+            if turn.logprobs is not None and len(turn.logprobs) != n:
+                raise ValueError(
+                    f"agent {self.agent!r}: turn {k} has {len(turn.logprobs)} log-probs for "
+                    f"{n} generated tokens"
+                )
+            extends = turn.continues_stream and turn.prompt_ids[: len(ids)] == ids
+            if ids and not extends:
+                out.append(_segment(ids, mask, lps if has_lps else None, spans))
+                ids, mask, lps, spans, has_lps = [], [], [], [], True
+            bridge = turn.prompt_ids[len(ids) :]
+            ids += bridge
+            mask += [0] * len(bridge)
+            lps += [0.0] * len(bridge)
+            spans.append((k, len(ids), len(ids) + n))
             ids += turn.completion_ids
-            mask += [1] * len(turn.completion_ids)
-            lps += turn.logprobs or [0.0] * len(turn.completion_ids)
+            mask += [1] * n
+            lps += turn.logprobs if turn.logprobs is not None else [0.0] * n
+            has_lps = has_lps and (turn.logprobs is not None or n == 0)
         if ids:
-            yield ids, mask, lps
+            out.append(_segment(ids, mask, lps if has_lps else None, spans))
+        return out
 
-    @property
-    def token_ids(self) -> list[int]:
-        """All segments' tokens, concatenated (one stream when every turn continues it)."""
-        return [t for ids, _, _ in self.segments() for t in ids]
 
-    @property
-    def mask(self) -> list[int]:
-        """1 for tokens the agent generated, 0 for prompt and env-produced tokens."""
-        return [m for _, mask, _ in self.segments() for m in mask]
-
-    @property
-    def turn_boundaries(self) -> list[tuple[int, int]]:
-        """``(start, end)`` of each turn's completion inside :attr:`token_ids`."""
-        spans, pos = [], 0
-        for ids, mask, _ in self.segments():
-            i = 0
-            while i < len(mask):
-                if mask[i]:
-                    j = i
-                    while j < len(mask) and mask[j]:
-                        j += 1
-                    spans.append((pos + i, pos + j))
-                    i = j
-                else:
-                    i += 1
-            pos += len(ids)
-        return spans
+def _segment(
+    ids: list[int], mask: list[int], lps: list[float] | None, spans: list[tuple[int, int, int]]
+) -> Segment:
+    """Cut a whole stream into prompt (before the first generated token) and completion."""
+    cut = mask.index(1) if 1 in mask else len(ids)
+    return Segment(
+        prompt_ids=ids[:cut],
+        completion_ids=ids[cut:],
+        mask=mask[cut:],
+        logprobs=None if lps is None else lps[cut:],
+        # A turn that generated nothing before the cut has an empty span: pin it at 0.
+        turn_spans=[(k, max(start - cut, 0), max(end - cut, 0)) for k, start, end in spans],
+    )
 
 
 @dataclass
@@ -130,21 +174,6 @@ class Episode:
     @property
     def ok(self) -> bool:
         return self.error is None
-
-    def returns(self, agent: str, gamma: float = 1.0) -> list[float]:
-        """Discounted return from each of ``agent``'s turns: ``sum_{t>=s} gamma^(t-s) r_t``.
-
-        ``s`` is the env step of the turn, so a reward that arrives after a later agent acts
-        (hint -> actor) is credited to the earlier turn too.
-        """
-        out = []
-        for turn in self.trajectories[agent].turns:
-            total, discount = 0.0, 1.0
-            for r in self.step_rewards[turn.step :]:
-                total += discount * r
-                discount *= gamma
-            out.append(total)
-        return out
 
 
 def group_episodes(episodes: list[Episode]) -> list[list[Episode]]:

@@ -29,6 +29,9 @@ class BigramPolicy:
         self.calls = 0
         self.reference_table = self.table.detach().clone()
 
+    def generate(self, conversations, sampling, contexts=None):
+        raise NotImplementedError("the bigram policy only scores tokens (the update tests)")
+
     def parameters(self):
         return [self.table]
 

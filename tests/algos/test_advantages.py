@@ -85,8 +85,8 @@ def test_turn_returns_credit_later_rewards_to_earlier_turns():
     ep = _two_turn_episode(0, 0, [0.0, 1.0, 2.0])
     assert turn_returns(ep, "a", gamma=0.5) == [0.0 + 0.5 * 1.0 + 0.25 * 2.0, 2.0]
     assert turn_returns(ep, "b", gamma=0.5) == [1.0 + 0.5 * 2.0]
-    # The episode's own helper agrees.
-    assert turn_returns(ep, "a", gamma=0.5) == ep.returns("a", 0.5)
+    # A reward function other than the joint step reward is discounted the same way.
+    assert turn_returns(ep, "a", 0.5, lambda e: [1.0, 0.0, 0.0]) == [1.0, 0.0]
 
 
 def test_turn_advantages_use_a_baseline_per_turn_index():

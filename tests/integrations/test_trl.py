@@ -10,6 +10,7 @@ import torch
 
 from llm_marl.envs.base import LLMParallelEnv, Transition
 from llm_marl.envs.toy.parsing import first_symbol
+from llm_marl.errors import InfrastructureError
 from llm_marl.integrations.trl import EnvReward, env_dataset, grpo_trainer
 from llm_marl.policies.base import ScriptedPolicy
 
@@ -57,10 +58,11 @@ def test_an_env_with_two_agents_left_is_refused():
         EnvReward("referential-v0", LISTENER)(prompts=[], completions=[])
 
 
-class _TwoTurns(LLMParallelEnv):
-    """The only agent acts twice: not a single-completion problem."""
+class _Solo(LLMParallelEnv):
+    """One agent: "good" scores 1, "again" must act a second time, "crash" finds the grader
+    down (an infrastructure failure), anything else scores 0."""
 
-    metadata = {"name": "two_turns-v0", "render_modes": ["ansi"], "is_parallelizable": True}
+    metadata = {"name": "solo-v0", "render_modes": ["ansi"], "is_parallelizable": True}
     possible_agents = ["solo"]
 
     def default_tasks(self):
@@ -71,17 +73,31 @@ class _TwoTurns(LLMParallelEnv):
         self.set_active(["solo"])
 
     def transition(self, actions):
-        if self.step_count < 2:
+        action = actions["solo"]
+        if action == "crash":
+            raise InfrastructureError("grader unreachable")
+        if action == "again":
             self.say("solo", "again")
             self.set_active(["solo"])
             return Transition()
-        return Transition(reward=1.0, done=True)
+        return Transition(reward=float(action == "good"), done=True)
 
 
 def test_multi_turn_agents_are_refused_with_advice():
-    reward = EnvReward(_TwoTurns)
+    reward = EnvReward(_Solo)
     with pytest.raises(ValueError, match="must act again"):
-        reward.play({"task_id": "t0"}, "x")
+        reward.play({"task_id": "t0"}, "again")
+
+
+def test_an_infrastructure_failure_gives_no_reward_rather_than_a_wrong_one():
+    reward = EnvReward(_Solo)
+    task = json.dumps({"task_id": "t0"})
+    # None is TRL's "no reward for this sample"; 0.0 would punish the model for the outage.
+    assert reward(prompts=[None] * 3, completions=["good", "crash", "bad"], task=[task] * 3) == [
+        1.0,
+        None,
+        0.0,
+    ]
 
 
 def test_grpo_trainer_trains_the_agent_on_the_env_reward(tmp_path, tiny_lm_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import llm_marl
+from llm_marl.algos.advantages import turn_returns
 from llm_marl.policies.base import Completion, PolicyError, SamplingParams, ScriptedPolicy
 from llm_marl.rollout import FrozenAgents, collect, group_episodes
 
@@ -36,8 +37,8 @@ def test_groups_order_and_rewards():
     assert calls == [("target_of", 12), ("listener_reads", 12)]
     traj = eps[0].trajectories["listener"]
     assert traj.turns[0].step == 1 and traj.turns[0].text == "0"
-    assert eps[0].returns("speaker") == [1.0], "the speaker is credited the later reward"
-    assert eps[0].returns("speaker", gamma=0.5) == [0.5]
+    assert turn_returns(eps[0], "speaker") == [1.0], "the speaker is credited the later reward"
+    assert turn_returns(eps[0], "speaker", gamma=0.5) == [0.5]
 
 
 def test_shared_policy_is_one_call_per_step():

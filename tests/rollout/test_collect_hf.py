@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from llm_marl.algos.advantages import turn_returns
 from llm_marl.policies.base import SamplingParams
 from llm_marl.policies.hf import HFPolicy
 from llm_marl.policies.tiny import build_tiny_lm
@@ -68,12 +69,13 @@ def test_token_in_token_out_with_tiny_models(two_policies, env_id):
             assert len(turn.logprobs) == len(turn.completion_ids)
             assert all(lp <= 0.0 for lp in turn.logprobs)
             # The observation of the next step holds the same text as the agent's reply.
-            ids, mask = traj.token_ids, traj.mask
-            assert len(ids) == len(mask)
-            assert ids == turn.prompt_ids + turn.completion_ids
-            assert [t for t, m in zip(ids, mask) if m] == turn.completion_ids
-            assert sum(mask) == len(turn.completion_ids)
-            assert traj.turn_boundaries == [(len(turn.prompt_ids), len(ids))]
+            (segment,) = traj.segments()
+            assert segment.token_ids == turn.prompt_ids + turn.completion_ids
+            assert segment.prompt_ids == turn.prompt_ids
+            assert segment.completion_ids == turn.completion_ids
+            assert segment.mask == [1] * len(turn.completion_ids)
+            assert segment.logprobs == turn.logprobs
+            assert segment.turn_spans == [(0, 0, len(turn.completion_ids))]
             # The prompt is the chat template applied to what the agent observed.
             assert turn.prompt_ids == tok[agent].apply_chat_template(
                 turn.observation, add_generation_prompt=True, tokenize=True, return_dict=False
@@ -142,14 +144,12 @@ def test_multi_turn_stream_continues_with_env_tokens_masked(two_policies, tmp_pa
         assert t1.prompt_ids[: len(t0.prompt_ids) + len(t0.completion_ids)] == (
             t0.prompt_ids + t0.completion_ids
         )
-        segments = list(traj.segments())
-        assert len(segments) == 1
-        ids, mask, lps = segments[0]
+        (segment,) = traj.segments()
+        ids, mask = segment.token_ids, [0] * len(segment.prompt_ids) + segment.mask
         assert ids == t1.prompt_ids + t1.completion_ids
         assert [t for t, m in zip(ids, mask) if m] == t0.completion_ids + t1.completion_ids
-        bridge = a.tokenizer.decode(
-            ids[len(t0.prompt_ids) + len(t0.completion_ids) : len(t1.prompt_ids)]
-        )
+        (_, _, end0), (_, start1, _) = segment.turn_spans
+        bridge = a.tokenizer.decode(segment.completion_ids[end0:start1])
         assert "feedback: try again" in bridge
         assert ep.step_rewards == [0.0, 1.0]
-        assert ep.returns("solo") == [1.0, 1.0]
+        assert turn_returns(ep, "solo") == [1.0, 1.0]

@@ -207,7 +207,7 @@ def test_tensorboard_and_wandb_are_opt_in_with_clear_errors(tmp_path, algo_lm_pa
 
 
 def test_one_forward_pass_per_micro_batch(algo_lm_path):
-    from llm_marl.algos.losses import PGConfig, Sample, make_optimizer, policy_gradient_update
+    from llm_marl.algos import PGConfig, Sample, make_optimizer, policy_gradient_update
 
     policy = HFPolicy(algo_lm_path, trainable=True)
     calls = []

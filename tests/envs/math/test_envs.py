@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import llm_marl
+from llm_marl.algos.advantages import turn_returns
 from llm_marl.data.loading import DATA_DIR_ENV
 from llm_marl.envs.base import InfrastructureError
 from llm_marl.envs.math import datasets as mds
@@ -360,7 +361,7 @@ def test_collect_with_a_scripted_team_and_frozen_actor_wrapper():
     )
     assert len(episodes) == 60 and all(seen_hints)
     assert all(ep.ok and ep.total_reward == 1.0 for ep in episodes)
-    assert all(ep.returns("hint") == [1.0] for ep in episodes), "the hint is credited"
+    assert all(turn_returns(ep, "hint") == [1.0] for ep in episodes), "the hint is credited"
 
     # The trainer's view: the actor folded into the dynamics, only the hint agent left.
     env = FrozenAgents(MathHintEnv(), {"actor": ScriptedPolicy(lambda c: "\\boxed{6}")})

@@ -1,0 +1,351 @@
+"""The policy-gradient update loop that MAGRPO, AgentPO-GRPO and MATPO share.
+
+:func:`policy_gradient_update` trains one policy on a list of
+:class:`~llm_marl.algos.samples.Sample` s: ``epochs`` passes, each split into minibatches (one
+optimizer step each), each split into micro-batches (one batched
+:meth:`~llm_marl.policies.TrainablePolicy.sequence_logprobs` forward pass each, never a loop over
+tokens) whose gradients accumulate. The loss of a micro-batch is normalised by the size of its
+whole minibatch, so micro-batching changes memory, not the gradient. The loss itself is
+:func:`~llm_marl.algos.losses.clipped_pg_loss` reduced by
+:func:`~llm_marl.algos.losses.aggregate`; :class:`PGConfig` holds every knob of the loop, the
+loss and the AdamW optimizer that :func:`make_optimizer` builds.
+
+:func:`nll_update` is the supervised counterpart (behaviour cloning on demonstrations).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from llm_marl.algos.losses import (
+    AGGREGATIONS,
+    Aggregation,
+    aggregate,
+    clipped_pg_loss,
+    stack_logprobs,
+)
+from llm_marl.algos.samples import Sample
+from llm_marl.policies.base import TrainablePolicy
+
+if TYPE_CHECKING:
+    import torch
+    from torch.optim import Optimizer
+    from torch.optim.lr_scheduler import LRScheduler
+
+T = TypeVar("T")
+
+
+@dataclass
+class PGConfig:
+    """Knobs of the clipped policy-gradient update shared by MAGRPO, AgentPO-GRPO and MATPO."""
+
+    lr: float = 1e-5
+    """AdamW learning rate."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW betas."""
+    weight_decay: float = 0.0
+    """AdamW decoupled weight decay."""
+    adam_eps: float = 1e-8
+    """AdamW epsilon."""
+    warmup_steps: int = 0
+    """Linear learning-rate warmup over this many optimizer steps (then constant)."""
+    epochs: int = 1
+    """Passes over each batch of rollouts (GRPO's mu). More than one makes clipping matter."""
+    minibatch_size: int | None = None
+    """Samples (token streams) per optimizer step; ``None``: the whole batch, one step."""
+    micro_batch_size: int | None = None
+    """Samples per forward/backward pass (gradient accumulation); ``None``: the minibatch."""
+    max_grad_norm: float | None = 1.0
+    """Clip the gradient's global L2 norm to this; ``None`` disables clipping."""
+    clip_low: float = 0.2
+    """The ratio is clipped below at ``1 - clip_low``."""
+    clip_high: float | None = None
+    """The ratio is clipped above at ``1 + clip_high``; ``None``: same as ``clip_low``.
+    ``0.28`` with ``clip_low=0.2`` is DAPO's clip-higher."""
+    kl_coef: float = 0.0
+    """Weight of the k3 KL penalty to the reference policy (LoRA: the base with adapters
+    disabled). ``0`` skips the reference forward pass entirely."""
+    aggregation: Aggregation = "token-mean"
+    """How per-token losses are reduced: ``token-mean``, ``sequence-mean`` or ``token-sum``."""
+    token_sum_normalizer: float | None = None
+    """For ``token-sum``: the constant to divide by (default: the largest completion length
+    in the minibatch times the number of sequences, i.e. Dr. GRPO's ``B * T_max``)."""
+    seed: int = 0
+    """Seeds minibatch shuffling (only used when a batch is split into several minibatches)."""
+
+    def __post_init__(self) -> None:
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.epochs < 1:
+            raise ValueError(f"epochs must be >= 1, got {self.epochs}")
+        for name in ("minibatch_size", "micro_batch_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 or None, got {value}")
+        if self.clip_low < 0 or (self.clip_high is not None and self.clip_high < 0):
+            raise ValueError("clip_low and clip_high must be >= 0")
+        if self.kl_coef < 0:
+            raise ValueError(f"kl_coef must be >= 0, got {self.kl_coef}")
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(
+                f"unknown aggregation {self.aggregation!r}; choose one of {AGGREGATIONS}"
+            )
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        if len(self.betas) != 2:
+            raise ValueError(f"betas must be two numbers, got {self.betas!r}")
+        self.betas = (float(self.betas[0]), float(self.betas[1]))  # JSON round-trips give lists
+
+
+def make_optimizer(
+    parameters: Iterable[torch.nn.Parameter], config: PGConfig
+) -> tuple[Optimizer, LRScheduler]:
+    """AdamW over ``parameters`` with a linear warmup scheduler (constant after warmup)."""
+    import torch
+
+    params = [p for p in parameters if p.requires_grad]
+    if not params:
+        raise ValueError(
+            "no trainable parameters: the policy returned no tensor with requires_grad=True"
+        )
+    optimizer = torch.optim.AdamW(
+        params,
+        lr=config.lr,
+        betas=config.betas,
+        eps=config.adam_eps,
+        weight_decay=config.weight_decay,
+    )
+    warmup = config.warmup_steps
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0
+    )
+    return optimizer, scheduler
+
+
+# ------------------------------------------------------------------------------------- the update
+
+
+def policy_gradient_update(
+    policy: TrainablePolicy,
+    optimizer: Optimizer,
+    samples: list[Sample],
+    config: PGConfig,
+    *,
+    scheduler: LRScheduler | None = None,
+    update_index: int = 0,
+) -> dict[str, float]:
+    """Train ``policy`` on ``samples`` with the clipped surrogate; return averaged metrics.
+
+    ``update_index`` (how many updates came before) seeds the minibatch shuffle, so that a
+    resumed run shuffles exactly as an uninterrupted one. A minibatch whose gradient is not
+    finite is skipped (``skipped_steps``) instead of poisoning the weights.
+    """
+    import torch
+
+    samples = [s for s in samples if s.num_generated > 0]
+    if not samples:
+        return {"num_samples": 0.0}
+    _fill_missing(policy, samples, config)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    device = params[0].device
+    means = _Means()
+    gen = torch.Generator().manual_seed(config.seed * 1_000_003 + update_index)
+    steps = skipped = 0
+    for _ in range(config.epochs):
+        for minibatch in _minibatches(samples, config.minibatch_size, gen):
+            optimizer.zero_grad(set_to_none=True)
+            norms = _Normalisers.of(minibatch, config)
+            loss = 0.0
+            for micro in _chunks(minibatch, config.micro_batch_size):
+                loss += _backward(policy, micro, norms, config, device, means)
+            norm = _grad_norm(params, config.max_grad_norm)
+            if math.isfinite(norm):
+                optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
+            else:
+                skipped += 1
+            means.add("loss", loss)
+            means.add("grad_norm", norm)
+            steps += 1
+    metrics = means.result()
+    metrics["optimizer_steps"] = float(steps)
+    metrics["skipped_steps"] = float(skipped)
+    metrics["num_samples"] = float(len(samples))
+    metrics["num_tokens"] = float(sum(s.num_generated for s in samples))
+    metrics["lr"] = float(optimizer.param_groups[0]["lr"])
+    return metrics
+
+
+@dataclass
+class _Normalisers:
+    """The denominators of :func:`~llm_marl.algos.losses.aggregate` for one whole minibatch."""
+
+    num_tokens: float
+    num_sequences: float
+    constant: float
+
+    @classmethod
+    def of(cls, minibatch: Sequence[Sample], config: PGConfig) -> _Normalisers:
+        return cls(
+            num_tokens=float(sum(s.num_generated * s.weight for s in minibatch)),
+            num_sequences=float(sum(s.weight for s in minibatch)),
+            constant=config.token_sum_normalizer
+            or float(len(minibatch) * max(len(s.completion_ids) for s in minibatch)),
+        )
+
+
+def _backward(
+    policy: TrainablePolicy,
+    micro: list[Sample],
+    norms: _Normalisers,
+    config: PGConfig,
+    device: torch.device,
+    means: _Means,
+) -> float:
+    """One forward/backward pass over a micro-batch; returns its share of the minibatch loss."""
+    import torch
+
+    new_lp = stack_logprobs(_sequence_logprobs(policy, micro)).to(device)
+    shape = (int(new_lp.shape[0]), int(new_lp.shape[1]))
+    mask = _padded([s.mask for s in micro], shape, device)
+    ref = _padded([s.ref_logprobs for s in micro], shape, device) if config.kl_coef > 0 else None
+    per_token, stats = clipped_pg_loss(
+        new_lp,
+        _padded([s.old_logprobs for s in micro], shape, device),
+        _padded([s.advantages for s in micro], shape, device),
+        mask,
+        clip_low=config.clip_low,
+        clip_high=config.clip_high,
+        ref_logprobs=ref,
+        kl_coef=config.kl_coef,
+    )
+    weights = torch.tensor([s.weight for s in micro], device=device).unsqueeze(-1)
+    loss = aggregate(
+        per_token * weights,
+        mask,
+        config.aggregation,
+        num_tokens=norms.num_tokens,
+        num_sequences=norms.num_sequences,
+        constant=norms.constant,
+    )
+    loss.backward()
+    n = float(mask.sum())
+    if n:
+        for name in ("clipped", "ratio", "kl"):
+            if name in stats:
+                metric = "clip_frac" if name == "clipped" else name
+                means.add(metric, float((stats[name] * mask).sum()) / n, n)
+    return float(loss.detach())
+
+
+def _grad_norm(params: list[torch.Tensor], max_norm: float | None) -> float:
+    """The global gradient L2 norm, clipped to ``max_norm`` in place when one is given."""
+    import torch
+
+    if max_norm is not None:
+        return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+    grads = [p.grad.detach().norm() for p in params if p.grad is not None]
+    return float(torch.stack(grads).norm()) if grads else 0.0
+
+
+def _fill_missing(policy: TrainablePolicy, samples: list[Sample], config: PGConfig) -> None:
+    """Old log-probs for samples the rollout gave none, and reference log-probs for the KL."""
+    import torch
+
+    need_old = [s for s in samples if s.old_logprobs is None]
+    with torch.no_grad():
+        for batch in _chunks(need_old, config.micro_batch_size):
+            for s, lp in zip(batch, _sequence_logprobs(policy, batch)):
+                s.old_logprobs = lp.detach().float().cpu().tolist()
+        if config.kl_coef > 0:
+            for batch in _chunks(samples, config.micro_batch_size):
+                for s, lp in zip(batch, _sequence_logprobs(policy, batch, reference=True)):
+                    s.ref_logprobs = lp.detach().float().cpu().tolist()
+
+
+def _sequence_logprobs(
+    policy: TrainablePolicy, batch: list[Sample], reference: bool = False
+) -> list[torch.Tensor]:
+    return policy.sequence_logprobs(
+        [s.prompt_ids for s in batch], [s.completion_ids for s in batch], reference=reference
+    )
+
+
+def _minibatches(
+    samples: list[Sample], size: int | None, generator: torch.Generator
+) -> Iterator[list[Sample]]:
+    """One epoch's minibatches: shuffled (seeded) when the batch is split, in order otherwise."""
+    import torch
+
+    order = list(range(len(samples)))
+    if size and size < len(samples):
+        order = torch.randperm(len(samples), generator=generator).tolist()
+    for chunk in _chunks(order, size):
+        yield [samples[i] for i in chunk]
+
+
+def _chunks(items: list[T], size: int | None) -> Iterator[list[T]]:
+    size = size or max(len(items), 1)
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _padded(
+    rows: Sequence[Sequence[float] | Sequence[int] | None],
+    shape: tuple[int, int],
+    device: torch.device,
+) -> torch.Tensor:
+    """Right-pad per-sample rows with zeros into a ``shape`` float tensor on ``device``."""
+    import torch
+
+    out = torch.zeros(shape, dtype=torch.float32)
+    for i, row in enumerate(rows):
+        if row is None:
+            raise ValueError("missing per-token values for a sample")
+        n = min(len(row), shape[1])
+        if n:
+            out[i, :n] = torch.tensor(list(row[:n]), dtype=torch.float32)
+    return out.to(device)
+
+
+class _Means:
+    """Weighted running means of named metrics."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = {}
+        self.weights: dict[str, float] = {}
+
+    def add(self, name: str, value: float, weight: float = 1.0) -> None:
+        self.totals[name] = self.totals.get(name, 0.0) + value * weight
+        self.weights[name] = self.weights.get(name, 0.0) + weight
+
+    def result(self) -> dict[str, float]:
+        return {k: self.totals[k] / self.weights[k] for k in self.totals}
+
+
+# ------------------------------------------------------------------------------------- supervised
+
+
+def nll_update(
+    policy: TrainablePolicy,
+    optimizer: Optimizer,
+    prompt_ids: Sequence[Sequence[int]],
+    completion_ids: Sequence[Sequence[int]],
+) -> float:
+    """One supervised step on demonstrations: minimise their mean token negative log-likelihood.
+
+    Behaviour cloning / SFT, e.g. to teach a model an answer format before RL. Returns the loss.
+    """
+    import torch
+
+    logprobs = policy.sequence_logprobs(prompt_ids, completion_ids)
+    tokens = sum(int(lp.shape[0]) for lp in logprobs)
+    loss = -torch.stack([lp.sum() for lp in logprobs]).sum() / max(tokens, 1)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return float(loss.detach())

@@ -1,0 +1,129 @@
+"""The policy-gradient update loop: epochs x minibatches x micro-batches, clipping, KL, warmup."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from llm_marl.algos.losses import k3_kl
+from llm_marl.algos.samples import Sample
+from llm_marl.algos.update import PGConfig, make_optimizer, policy_gradient_update
+
+from .conftest import BigramPolicy
+
+
+def test_pgconfig_validates():
+    with pytest.raises(ValueError, match="aggregation"):
+        PGConfig(aggregation="mean")
+    with pytest.raises(ValueError, match="epochs"):
+        PGConfig(epochs=0)
+    with pytest.raises(ValueError, match="kl_coef"):
+        PGConfig(kl_coef=-1)
+
+
+def _samples(policy, n=6, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(n):
+        length = 1 + i % 3
+        comp = torch.randint(0, 8, (length,), generator=g).tolist()
+        with torch.no_grad():
+            old = policy.sequence_logprobs([[i % 8]], [comp])[0].tolist()
+        adv = float(torch.randn(1, generator=g))
+        out.append(Sample([i % 8], comp, [1] * length, [adv] * length, old))
+    return out
+
+
+@pytest.mark.parametrize("aggregation", ["token-mean", "sequence-mean", "token-sum"])
+def test_micro_batching_changes_memory_not_the_update(aggregation):
+    a, b = BigramPolicy(seed=1), BigramPolicy(seed=1)
+    samples = _samples(a)
+    cfg_full = PGConfig(lr=0.1, aggregation=aggregation, max_grad_norm=None)
+    cfg_micro = PGConfig(lr=0.1, aggregation=aggregation, max_grad_norm=None, micro_batch_size=2)
+    opt_a, _ = make_optimizer(a.parameters(), cfg_full)
+    opt_b, _ = make_optimizer(b.parameters(), cfg_micro)
+    a.calls = b.calls = 0
+    policy_gradient_update(a, opt_a, copy.deepcopy(samples), cfg_full)
+    policy_gradient_update(b, opt_b, copy.deepcopy(samples), cfg_micro)
+    assert torch.allclose(a.table, b.table, atol=1e-6)
+    # One batched log-prob pass per micro-batch: 1 for the whole batch, 3 for micro-batches of 2.
+    assert (a.calls, b.calls) == (1, 3)
+
+
+def test_update_raises_the_probability_of_positive_advantage_tokens():
+    policy = BigramPolicy(seed=2)
+    good = Sample([0], [5], [1], [1.0], None)
+    bad = Sample([0], [6], [1], [-1.0], None)
+    with torch.no_grad():
+        before = policy.sequence_logprobs([[0], [0]], [[5], [6]])
+    cfg = PGConfig(lr=0.05, epochs=3)
+    opt, sched = make_optimizer(policy.parameters(), cfg)
+    metrics = policy_gradient_update(policy, opt, [good, bad], cfg, scheduler=sched)
+    with torch.no_grad():
+        after = policy.sequence_logprobs([[0], [0]], [[5], [6]])
+    assert after[0].item() > before[0].item()
+    assert after[1].item() < before[1].item()
+    assert metrics["optimizer_steps"] == 3
+    assert metrics["num_tokens"] == 2
+
+
+def test_ppo_epochs_are_clipped_against_the_rollout_policy():
+    policy = BigramPolicy(seed=3)
+    sample = Sample([1], [2], [1], [1.0], None)
+    cfg = PGConfig(lr=0.5, epochs=30, clip_low=0.2, max_grad_norm=None)
+    # Plain SGD: no momentum, so parameters stop exactly when the clipped gradient vanishes.
+    opt = torch.optim.SGD(policy.parameters(), lr=0.5)
+    with torch.no_grad():
+        start = policy.sequence_logprobs([[1]], [[2]])[0].item()
+    metrics = policy_gradient_update(policy, opt, [sample], cfg)
+    with torch.no_grad():
+        end = policy.sequence_logprobs([[1]], [[2]])[0].item()
+    # Once the ratio passes 1.2 the gradient vanishes: the ratio stops just past the clip
+    # boundary (the last step may overshoot it), far below what 30 unclipped steps would reach.
+    assert 1.2 <= torch.exp(torch.tensor(end - start)).item() < 2.0
+    assert metrics["clip_frac"] > 0
+
+
+def test_kl_update_uses_the_reference_pass():
+    policy = BigramPolicy(seed=4)
+    with torch.no_grad():
+        policy.table.add_(1.0 * torch.eye(8))  # drift away from the reference
+    sample = Sample([1], [1], [1], [0.0], None)
+    cfg = PGConfig(lr=0.1, kl_coef=1.0, epochs=5)
+    opt, _ = make_optimizer(policy.parameters(), cfg)
+    with torch.no_grad():
+        ref = policy.sequence_logprobs([[1]], [[1]], reference=True)[0]
+        kl_before = k3_kl(policy.sequence_logprobs([[1]], [[1]])[0], ref).item()
+    metrics = policy_gradient_update(policy, opt, [sample], cfg)
+    with torch.no_grad():
+        kl_after = k3_kl(policy.sequence_logprobs([[1]], [[1]])[0], ref).item()
+    assert kl_after < kl_before
+    assert metrics["kl"] > 0
+
+
+def test_minibatches_take_several_optimizer_steps():
+    policy = BigramPolicy(seed=5)
+    cfg = PGConfig(lr=0.01, minibatch_size=2, epochs=2)
+    opt, _ = make_optimizer(policy.parameters(), cfg)
+    metrics = policy_gradient_update(policy, opt, _samples(policy, n=6), cfg)
+    assert metrics["optimizer_steps"] == 6
+
+
+def test_warmup_scales_the_learning_rate():
+    policy = BigramPolicy()
+    cfg = PGConfig(lr=1.0, warmup_steps=4)
+    opt, sched = make_optimizer(policy.parameters(), cfg)
+    lrs = []
+    for _ in range(5):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs == pytest.approx([0.25, 0.5, 0.75, 1.0, 1.0])
+
+
+def test_no_trainable_parameters_is_a_clear_error():
+    frozen = torch.nn.Parameter(torch.zeros(2), requires_grad=False)
+    with pytest.raises(ValueError, match="no trainable parameters"):
+        make_optimizer([frozen], PGConfig())
