@@ -33,7 +33,9 @@ from llm_marl.tools.sandbox import (
 
 # Short limits keep the adversarial tests quick; the memory limit is small so memory bombs hit
 # it fast.
-TEST_LIMITS = Limits(timeout=3.0, memory_mb=256, output_bytes=64 * 1024, nproc=32)
+TEST_LIMITS = Limits(
+    timeout=3.0, test_timeout=2.0, memory_mb=256, output_bytes=64 * 1024, nproc=32
+)
 
 
 def _require(env_vars: tuple[str, ...], message: str) -> None:

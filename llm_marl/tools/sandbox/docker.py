@@ -23,9 +23,10 @@ import os
 import select
 import socket
 import time
+import warnings
 from typing import Any
 
-from llm_marl.tools.sandbox.base import Limits, SandboxUnavailableError
+from llm_marl.tools.sandbox.base import JOB_OVERHEAD_MB, Limits, SandboxUnavailableError
 from llm_marl.tools.sandbox.image import DEFAULT_IMAGE, docker_client
 from llm_marl.tools.sandbox.pool import HARNESS_SOURCE, PooledSandbox, Worker, WorkerDied, logger
 
@@ -207,8 +208,9 @@ class DockerSandbox(PooledSandbox):
         workers: number of containers = jobs run at once (default: CPU count).
         limits: default :class:`Limits` for jobs.  The container-wide caps below are fixed when
             the container starts; a job cannot exceed them whatever its own limits say.
-        memory_mb: memory cgroup limit per container, swap included (default:
-            ``limits.memory_mb + 256`` for the supervisor and the test runner).
+        memory_mb: memory cgroup limit per container, swap included: the cap on a whole job
+            (default: ``limits.memory_mb + JOB_OVERHEAD_MB`` (256) for the supervisor, the test
+            runner and the scratch files).
         pids_limit: processes per container (default: ``limits.nproc + 8``).
         cpus: CPU quota per container.
         tmpfs_mb: size of the container's ``/tmp`` (the job's working directory).
@@ -246,7 +248,7 @@ class DockerSandbox(PooledSandbox):
         except docker.errors.ImageNotFound as e:
             raise SandboxUnavailableError(_missing_image_message(image)) from e
         remove_stale_containers(self._client)
-        memory = memory_mb or self.limits.memory_mb + 256
+        memory = memory_mb or self.limits.memory_mb + JOB_OVERHEAD_MB
         self._start_timeout = start_timeout
         self._create_kwargs: dict[str, Any] = dict(
             command=[
@@ -258,6 +260,8 @@ class DockerSandbox(PooledSandbox):
                 "--scratch",
                 "/tmp",
                 "--no-nproc-rlimit",
+                "--seccomp",
+                "default",
             ],
             stdin_open=True,
             # detach=False makes docker-py set StdinOnce: when the attached host connection goes
@@ -285,6 +289,14 @@ class DockerSandbox(PooledSandbox):
             labels={OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}"},
         )
         self._start_pool()
+        if not self._workers[0].hello.get("seccomp"):
+            warnings.warn(
+                f"the sandbox's system-call filter cannot be installed in image {image} (its "
+                f"python3 lacks ctypes?): jobs may create SysV IPC objects and sockets; a "
+                f"container whose job leaves IPC objects behind is replaced",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def _start_worker(self) -> Worker:
         return DockerWorker(self._client, self.image, self._create_kwargs, self._start_timeout)
