@@ -37,7 +37,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 __all__ = [
     "PoolClosedError",
@@ -224,7 +224,7 @@ class Worker(ABC):
 
 W = TypeVar("W", bound=Worker)
 
-_LIVE_POOLS: weakref.WeakSet[ProcessPool] = weakref.WeakSet()  # type: ignore[type-arg]
+_LIVE_POOLS: weakref.WeakSet[ProcessPool[Any]] = weakref.WeakSet()
 _live_lock = threading.Lock()
 
 
@@ -253,6 +253,7 @@ class ProcessPool(Generic[W]):
         self._idle: queue.LifoQueue[W] = queue.LifoQueue()
         self._cond = threading.Condition()
         self._count = 0  # workers alive or starting
+        self._starting = 0  # of which still starting
         self._busy: set[W] = set()
         self._closed = False
         self.started = 0
@@ -264,11 +265,16 @@ class ProcessPool(Generic[W]):
     # -- starting
 
     def _start_counted(self) -> W:
-        """Start one worker whose slot the caller already counted; uncount it on failure."""
+        """Start one worker whose slot the caller already counted and marked as starting.
+
+        On failure the slot is freed; on success it stays marked until the worker is handed out
+        or put on the idle set (:meth:`_started`), so :meth:`prestart` never sees a gap.
+        """
         try:
             worker = self._start()
         except BaseException as e:
             with self._cond:
+                self._starting -= 1
                 self._count -= 1
                 self.last_start_error = e
                 self._cond.notify_all()
@@ -277,19 +283,35 @@ class ProcessPool(Generic[W]):
             self.started += 1
             if not self._closed:
                 return worker
+            self._starting -= 1
             self._count -= 1
+            self._cond.notify_all()
         worker.close()
         raise PoolClosedError(f"the {self.name} pool is closed")
 
+    def _started(self, worker: W, *, busy: bool) -> None:
+        """A freshly started worker joins the busy set (handed out) or the idle set."""
+        with self._cond:
+            self._starting -= 1
+            self._cond.notify_all()
+            if busy:
+                self._busy.add(worker)
+                return
+        self._put_idle(worker)
+
     def prestart(self) -> None:
-        """Start every missing worker now, in parallel; raise the first start-up error.
+        """Start every missing worker now, in parallel, and wait until every worker of the pool
+        (those replacing discarded ones included) has finished starting; raise the first
+        start-up error.
 
         The processes are forked by the spawner thread; only the waits for their start-up run on
         short-lived threads here.
         """
         with self._cond:
-            missing = self.size - self._count
-            self._count += max(0, missing)
+            self._check_usable()
+            missing = max(0, self.size - self._count)
+            self._count += missing
+            self._starting += missing
         results: list[W | BaseException] = []
         lock = threading.Lock()
 
@@ -301,7 +323,7 @@ class ProcessPool(Generic[W]):
             with lock:
                 results.append(worker)
 
-        threads = [threading.Thread(target=one, daemon=True) for _ in range(max(0, missing))]
+        threads = [threading.Thread(target=one, daemon=True) for _ in range(missing)]
         for t in threads:
             t.start()
         for t in threads:
@@ -309,9 +331,12 @@ class ProcessPool(Generic[W]):
         errors = [r for r in results if isinstance(r, BaseException)]
         for r in results:
             if not isinstance(r, BaseException):
-                self._put_idle(r)
+                self._started(r, busy=False)
         if errors:
             raise errors[0]
+        with self._cond:  # background replacements still starting
+            while self._starting and not self._closed:
+                self._cond.wait(0.5)
 
     def _start_in_background(self) -> None:
         """Start one worker (already counted) on a daemon thread; it joins the idle set when
@@ -325,8 +350,10 @@ class ProcessPool(Generic[W]):
             except BaseException as e:
                 logger.warning("could not start a replacement %s: %s", self.name, e)
                 return
-            self._put_idle(worker)
+            self._started(worker, busy=False)
 
+        with self._cond:
+            self._starting += 1
         threading.Thread(target=run, name=f"{self.name}-restart", daemon=True).start()
 
     def _put_idle(self, worker: W) -> None:
@@ -355,6 +382,7 @@ class ProcessPool(Generic[W]):
                 worker = self._take_idle()
                 if worker is None and self._count < self.size:
                     self._count += 1
+                    self._starting += 1
                     start_now = True
                 elif worker is None:
                     remaining = None if deadline is None else deadline - time.monotonic()
@@ -366,6 +394,8 @@ class ProcessPool(Generic[W]):
                     start_now = False
             if start_now:
                 worker = self._start_counted()
+                self._started(worker, busy=True)
+                return worker
             assert worker is not None
             if not worker.alive():  # died while idle: replace it and look again
                 self.discard(worker)

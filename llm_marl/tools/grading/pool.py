@@ -183,8 +183,12 @@ class WorkerPool(ProcessPool[_GradingWorker]):
         raise WorkerError("unreachable")  # pragma: no cover
 
     def warm_up(self) -> None:
-        """Start one worker now and wait until it is ready (e.g. before timing something)."""
-        self.release(self._lease())
+        """Start every worker now, in parallel, and wait until they are ready (e.g. before
+        timing something): a request then never waits for a sympy import."""
+        try:
+            self.prestart()
+        except PoolClosedError as exc:
+            raise WorkerError("the grading worker pool is closed") from exc
 
     def close(self, *, kill_busy: bool = False) -> None:
         """Kill every idle worker; busy ones are killed when their request returns."""

@@ -41,8 +41,8 @@ class Status(str, enum.Enum):
 
     OK = "ok"  # exit code 0 / every test passed
     FAILED = "failed"  # non-zero exit, exception, failed assertion, syntax error
-    TIMEOUT = "timeout"  # wall-clock or CPU limit hit
-    MEMORY = "memory"  # memory limit hit (MemoryError or killed by the memory cgroup)
+    TIMEOUT = "timeout"  # a time limit hit: load, a test, the suite, wall clock or CPU
+    MEMORY = "memory"  # memory limit hit (MemoryError, or OOM-killed inside the job's cgroup)
     OUTPUT_LIMIT = "output_limit"  # stdout or stderr exceeded the output limit; the run was killed
     INFRA_ERROR = "infra_error"  # the sandbox broke; not the program's fault
 

@@ -51,8 +51,8 @@ class DockerWorker(Worker):
         self._stdout = bytearray()
         self._raw = bytearray()
         self._stderr_tail = b""
-        self._sock = None
-        self._sock_holder = None
+        self._sock: Any = None
+        self._sock_holder: Any = None
         try:
             self._container = client.containers.create(image, **create_kwargs)
         except docker.errors.ImageNotFound as e:
@@ -217,6 +217,10 @@ class DockerSandbox(PooledSandbox):
         base_url: Docker engine URL (default: ``DOCKER_HOST`` or the local socket).
         client: an existing ``docker.DockerClient`` (overrides ``base_url``).
         start_timeout: seconds to wait for a container to come up.
+        runtime: OCI runtime of the containers (default: the engine's, usually ``runc``).  For
+            programs that may attack the kernel itself, use a runtime with its own kernel, such
+            as gVisor (``"runsc"``) or Kata Containers (``"kata-runtime"``), installed and
+            registered with the engine; see ``docs/guides/sandbox.md``.
 
     Raises:
         SandboxUnavailableError: no engine reachable, image missing, or containers do not start.
@@ -237,6 +241,7 @@ class DockerSandbox(PooledSandbox):
         base_url: str | None = None,
         client: Any = None,
         start_timeout: float = 60.0,
+        runtime: str | None = None,
     ) -> None:
         super().__init__(workers=workers, limits=limits)
         import docker
@@ -288,6 +293,8 @@ class DockerSandbox(PooledSandbox):
             environment={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"},
             labels={OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}"},
         )
+        if runtime is not None:
+            self._create_kwargs["runtime"] = runtime
         self._start_pool()
         if not self._workers[0].hello.get("seccomp"):
             warnings.warn(

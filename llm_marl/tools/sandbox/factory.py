@@ -61,6 +61,7 @@ def make_sandbox(
         "base_url",
         "client",
         "start_timeout",
+        "runtime",
     }
     process_keys = {
         "isolation",

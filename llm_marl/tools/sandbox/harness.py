@@ -52,12 +52,27 @@ Helpers a task's tests take from the program (HumanEval/32's ``poly``) are still
 exactly as in the original HumanEval harness.  Without ``ctypes`` in the sandbox interpreter the
 supervisor cannot make itself non-dumpable and the host warns.
 
-The supervisor also enforces the wall-clock limit, caps captured output, and after every job kills
+The supervisor also enforces the time limits, caps captured output, and after every job kills
 every process the job left behind: as PID 1 of its namespace it sends ``kill(-1, SIGKILL)``, which
 reaches every other process of the namespace, then reaps them; without a PID namespace it falls
 back to process groups plus ``PR_SET_CHILD_SUBREAPER`` sweeping.  Each child gets rlimits (CPU,
 address space, processes, file size, open files, no core dumps), a fresh empty working directory
-and a scrubbed environment.
+and a scrubbed environment; P also gets a system-call filter (:func:`install_seccomp`).
+
+What the job cannot do to the supervisor: it ignores every catchable signal (and as PID 1 the
+kernel drops SIGKILL/SIGSTOP sent from inside the namespace); it writes the program file itself
+before forking, so a failure there is reported as an infrastructure fault, never charged to the
+program; after the job it empties the scratch space relative to directory descriptors
+(:func:`wipe_tree`: no recursion limit, no ``PATH_MAX``, symlinks never followed), then checks
+that the scratch is empty and holds no space and that no System V IPC object is left -- if not,
+its reply asks the host to retire this worker.
+
+Time: R gives the program ``timeout`` seconds to load and ``test_timeout`` seconds of its own
+time per test (only the time R waits for P counts).  When a call overruns, R asks the supervisor
+over a control socket (``FD_CTL``) to kill P and everything it started (``X``), and before the
+next call to start a fresh P (``P``), whose pipes the supervisor passes to R with
+``SCM_RIGHTS``.  After ``max_timeouts`` timed-out tests, or when the tests' own time exceeds
+``suite_timeout``, R stops (a ``Q`` record).
 
 Host protocol: every message is a frame: a 10-digit ASCII length, a newline, then JSON with all
 non-ASCII escaped (ASCII only, see ``HEADER_SIZE``).  A job is one framed ``job`` message,
@@ -80,7 +95,7 @@ import types
 try:
     import resource
 except ImportError:  # pragma: no cover - every CPython on Linux has it
-    resource = None
+    resource = None  # type: ignore[assignment]
 
 PROTOCOL_VERSION = 1
 # Frames are ASCII: a 10-digit decimal length and a newline, then JSON with every non-ASCII or
@@ -677,7 +692,7 @@ def _child_common(jobdir, limits, nproc_rlimit, fds, stdin_fd, signals, cpu_seco
         errors="backslashreplace",
         line_buffering=True,
     )
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr  # type: ignore[misc]
     sys.argv = ["main.py"]
 
 

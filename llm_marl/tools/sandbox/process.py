@@ -49,7 +49,12 @@ from typing import Any
 
 from llm_marl.tools.sandbox import harness
 from llm_marl.tools.sandbox.base import JOB_OVERHEAD_MB, Limits, SandboxUnavailableError
-from llm_marl.tools.sandbox.cgroup import CgroupUnavailable, WorkerCgroup, find_parent
+from llm_marl.tools.sandbox.cgroup import (
+    CgroupParent,
+    CgroupUnavailable,
+    WorkerCgroup,
+    find_parent,
+)
 from llm_marl.tools.sandbox.pool import (
     HARNESS_SOURCE,
     FdChannelMixin,
@@ -437,7 +442,7 @@ class ProcessSandbox(PooledSandbox):
         self._start_timeout = start_timeout
         self._tmpfs_mb = tmpfs_mb
         self.isolation = self._choose_isolation(isolation)
-        self._cgroup_parent = None
+        self._cgroup_parent: CgroupParent | None = None
         self.memory_cap = self._choose_memory_cap(memory_cap, cgroup_parent)
         if self._as_root and self.isolation != "bwrap" and not _world_readable(dirs):
             # Without bwrap the supervisor drops to an unprivileged uid that cannot read an

@@ -102,37 +102,38 @@ def _limit_status(
 
 def _killed_on_its_own(exit_info: dict | None) -> bool:
     """SIGKILL the supervisor did not send: in practice the kernel's OOM killer."""
-    return bool(exit_info) and exit_info.get("signal") == _SIGKILL and not exit_info.get("swept")
+    if not exit_info:
+        return False
+    return exit_info.get("signal") == _SIGKILL and not exit_info.get("swept")
 
 
 def make_execution_result(facts: dict[str, Any], limits: Limits) -> ExecutionResult:
     exit_info = facts.get("program_exit")
-    common = dict(
-        stdout=clean_text(facts.get("stdout", "")),
-        stderr=clean_text(facts.get("stderr", "")),
-        duration=float(facts.get("duration", 0.0)),
-        stdout_truncated=bool(facts.get("stdout_truncated")),
-        stderr_truncated=bool(facts.get("stderr_truncated")),
-    )
+
+    def result(status: Status, exit_code: int | None, error: str | None) -> ExecutionResult:
+        return ExecutionResult(
+            status=status,
+            stdout=clean_text(facts.get("stdout", "")),
+            stderr=clean_text(facts.get("stderr", "")),
+            exit_code=exit_code,
+            duration=float(facts.get("duration", 0.0)),
+            error=error,
+            stdout_truncated=bool(facts.get("stdout_truncated")),
+            stderr_truncated=bool(facts.get("stderr_truncated")),
+        )
+
     limit = _limit_status(facts, limits, exit_info, limits.job_seconds())
     if limit is not None:
-        return ExecutionResult(status=limit[0], exit_code=None, error=limit[1], **common)
+        return result(limit[0], None, limit[1])
     uncaught = facts.get("aux", "").strip()
     if uncaught == "MemoryError" or _killed_on_its_own(exit_info) or facts.get("oom_killed"):
-        return ExecutionResult(
-            status=Status.MEMORY,
-            exit_code=_exit_code(exit_info),
-            error=f"memory limit exceeded ({limits.memory_mb} MiB)",
-            **common,
+        return result(
+            Status.MEMORY, _exit_code(exit_info), f"memory limit exceeded ({limits.memory_mb} MiB)"
         )
     code = _exit_code(exit_info)
     if code is None:
-        return ExecutionResult(
-            status=Status.FAILED,
-            exit_code=None,
-            error="the program's exit status was lost",
-            **common,
-        )
+        return result(Status.FAILED, None, "the program's exit status was lost")
+    error: str | None
     if exit_info and exit_info.get("signal") == _SIGXFSZ:
         error = f"file size limit exceeded ({limits.file_size_mb} MiB)"
     elif code < 0:
@@ -141,9 +142,7 @@ def make_execution_result(facts: dict[str, Any], limits: Limits) -> ExecutionRes
         error = f"exit code {code}"
     else:
         error = None
-    return ExecutionResult(
-        status=Status.OK if code == 0 else Status.FAILED, exit_code=code, error=error, **common
-    )
+    return result(Status.OK if code == 0 else Status.FAILED, code, error)
 
 
 def _exit_code(exit_info: dict | None) -> int | None:
