@@ -27,6 +27,7 @@ import warnings
 from typing import Any
 
 from llm_marl.tools.sandbox.base import JOB_OVERHEAD_MB, Limits, SandboxUnavailableError
+from llm_marl.tools.sandbox.harness import SCRATCH_MAX_INODES
 from llm_marl.tools.sandbox.image import DEFAULT_IMAGE, docker_client
 from llm_marl.tools.sandbox.pool import HARNESS_SOURCE, PooledSandbox, Worker, WorkerDied, logger
 
@@ -148,17 +149,19 @@ class DockerWorker(Worker):
             elif stream == _STDERR:
                 self._stderr_tail = (self._stderr_tail + payload)[-2000:]
 
-    def close(self) -> None:
+    def _kill(self) -> None:
+        try:
+            self._container.remove(force=True)
+        except Exception as e:  # already gone, or the engine is down
+            logger.debug("removing sandbox container failed: %s", e)
+
+    def _release(self) -> None:
         for closeable in (self._sock, self._sock_holder):
             try:
                 if closeable is not None:
                     closeable.close()
             except OSError:
                 pass
-        try:
-            self._container.remove(force=True)
-        except Exception as e:  # already gone, or the engine is down
-            logger.debug("removing sandbox container failed: %s", e)
 
 
 def _missing_image_message(image: str) -> str:
@@ -279,7 +282,10 @@ class DockerSandbox(PooledSandbox):
             log_config={"type": "none", "config": {}},
             network_mode="none",
             read_only=True,
-            tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={int(tmpfs_mb)}m,mode=1777"},
+            tmpfs={
+                "/tmp": f"rw,nosuid,nodev,noexec,size={int(tmpfs_mb)}m,"
+                f"nr_inodes={SCRATCH_MAX_INODES + 1000},mode=1777"
+            },
             ipc_mode="none",  # no /dev/shm: /tmp is the only writable place
             user="65534:65534",
             cap_drop=["ALL"],

@@ -540,6 +540,8 @@ _SYSCALLS = {
         "add_key": 248, "request_key": 249, "keyctl": 250,
         "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
         "fspick": 433,
+        "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "setxattrat": 463,
+        "inotify_init": 253, "inotify_init1": 294, "fanotify_init": 300, "mq_open": 240,
     },
     "aarch64": {
         "arch": 0xC00000B7,  # AUDIT_ARCH_AARCH64
@@ -553,6 +555,8 @@ _SYSCALLS = {
         "add_key": 217, "request_key": 218, "keyctl": 219,
         "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
         "fspick": 433,
+        "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "setxattrat": 463,
+        "inotify_init1": 26, "fanotify_init": 262, "mq_open": 180,
     },
 }  # fmt: skip
 _CLONE_THREAD = 0x00010000
@@ -566,9 +570,11 @@ def _seccomp_program(no_fork):
     """The job's system-call filter as a list of ``(code, jt, jf, k)`` BPF instructions.
 
     Always: no new namespaces or mounts (a private tmpfs or user namespace would hold memory
-    outside every count), no SysV IPC objects, keyring keys or io_uring instances (they outlive
-    the process and would carry state or memory into the next job), sockets other than
-    ``AF_UNIX`` (there is no network anyway; TCP buffers are kernel memory outside the count).
+    outside every count), no SysV IPC objects, POSIX message queues, keyring keys or io_uring
+    instances (they outlive the process and would carry state or memory into the next job), no
+    extended attributes or inotify/fanotify instances (kernel memory outside the count), no
+    sockets other than ``AF_UNIX`` (there is no network anyway; TCP buffers are kernel memory
+    outside the count).
     With ``no_fork``: no new processes (threads are fine) and no ``memfd_create``, so that the
     job is one address space and ``RLIMIT_AS`` bounds all the memory it can hold.
     """
@@ -590,8 +596,11 @@ def _seccomp_program(no_fork):
                  "move_mount", "fsopen", "fsconfig", "fsmount", "fspick"):  # fmt: skip
         denied[name] = eperm
     for name in ("shmget", "msgget", "semget", "io_uring_setup", "io_uring_enter",
-                 "io_uring_register", "add_key", "request_key", "keyctl", "memfd_secret"):  # fmt: skip
+                 "io_uring_register", "add_key", "request_key", "keyctl", "memfd_secret",
+                 "mq_open", "inotify_init", "inotify_init1", "fanotify_init"):  # fmt: skip
         denied[name] = enosys
+    for name in ("setxattr", "lsetxattr", "fsetxattr", "setxattrat"):
+        denied[name] = errno(95)  # EOPNOTSUPP
     if no_fork:
         denied.update({"fork": eagain, "vfork": eagain, "memfd_create": enosys})
     for name, action in denied.items():
@@ -1214,6 +1223,11 @@ WIPE_MAX_ENTRIES = 1_000_000
 WIPE_SECONDS = 20.0
 # Bytes the scratch file system may still use after the wipe (beyond what it used at start-up).
 SCRATCH_SLACK_BYTES = 1 << 20
+# Most files and directories a job may keep in its scratch tmpfs.  Their inodes are kernel
+# memory that no address-space limit sees; the supervisor checks every SCRATCH_POLL_SECONDS and
+# stops a job past this many (Docker's tmpfs also gets it as ``nr_inodes``).
+SCRATCH_MAX_INODES = 100_000
+SCRATCH_POLL_SECONDS = 0.02
 
 
 class Supervisor:
@@ -1237,6 +1251,7 @@ class Supervisor:
         parent = os.path.dirname(scratch.rstrip("/")) or "/"
         self.scratch_dedicated = os.stat(scratch).st_dev != os.stat(parent).st_dev
         self.scratch_baseline = _used_bytes(scratch) if self.scratch_dedicated else 0
+        self.inodes_baseline = _used_inodes(scratch) if self.scratch_dedicated else 0
         import builtins
 
         self.clean_builtins = dict(builtins.__dict__)
@@ -1378,16 +1393,23 @@ class Supervisor:
                 if job_state["restarts"] > int(limits.get("max_timeouts", 3)):
                     return  # R never asks for more: ignore a confused runner
                 self._kill_all_but(job_state["runner"])
-                new_req_r, new_req_w = os.pipe()
-                new_resp_r, new_resp_w = os.pipe()
+                fds_new = []
                 try:
+                    new_req_r, new_req_w = os.pipe()
+                    fds_new += [new_req_r, new_req_w]
+                    new_resp_r, new_resp_w = os.pipe()
+                    fds_new += [new_resp_r, new_resp_w]
                     job_state["program"] = self._fork_program(
                         job, jobdir, limits, seconds, out_w, err_w, devnull, new_req_r, new_resp_w
                     )
+                    sent = [new_resp_r, new_req_w]
+                except OSError:
+                    sent = []  # no fresh program: R is told so, and its remaining tests fail
+                try:
                     with contextlib.suppress(OSError):  # R may have gone meanwhile
-                        _send_fds(ctl, [new_resp_r, new_req_w])
+                        _send_fds(ctl, sent)
                 finally:
-                    for fd in (new_req_r, new_req_w, new_resp_r, new_resp_w):
+                    for fd in fds_new:
                         with contextlib.suppress(OSError):
                             os.close(fd)
 
@@ -1528,16 +1550,27 @@ class Supervisor:
         ctl_fd = ctl.fileno() if ctl is not None else None
         timed_out = False
         exceeded = None
+        too_many_files = False
+        next_poll = time.monotonic() + SCRATCH_POLL_SECONDS
         try:
             while True:
-                remaining = deadline - time.monotonic()
+                now = time.monotonic()
+                remaining = deadline - now
                 if remaining <= 0:
                     timed_out = True
                     break
+                if self.scratch_dedicated and now >= next_poll:
+                    next_poll = now + SCRATCH_POLL_SECONDS
+                    used = _used_inodes(self.scratch) - self.inodes_baseline
+                    if used > SCRATCH_MAX_INODES:
+                        too_many_files = True
+                        break
                 wait_for = open_fds + ([pidfd] if pidfd is not None else [])
                 if ctl_fd is not None:
                     wait_for.append(ctl_fd)
                 timeout = remaining if pidfd is not None else min(remaining, 0.002)
+                if self.scratch_dedicated:
+                    timeout = min(timeout, SCRATCH_POLL_SECONDS)
                 try:
                     readable, _, _ = select.select(wait_for, [], [], timeout)
                 except InterruptedError:
@@ -1572,7 +1605,10 @@ class Supervisor:
         finally:
             if pidfd is not None:
                 os.close(pidfd)
-        return {"timed_out": timed_out, "output_exceeded": exceeded}, streams
+        facts = {"timed_out": timed_out, "output_exceeded": exceeded}
+        if too_many_files:
+            facts["files_exceeded"] = SCRATCH_MAX_INODES
+        return facts, streams
 
     def _kill_all_but(self, spare):
         """Kill every process of the job except ``spare`` (the test runner) and reap them."""
@@ -1619,14 +1655,26 @@ class Supervisor:
 
 
 def _send_fds(sock, fds):
+    """Pass ``fds`` to R (``N``), or tell it that there are none (``F``)."""
     import array
     import socket
 
+    if not fds:
+        sock.sendall(b"F")
+        return
     sock.sendmsg([b"N"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
 
 
 def _all_pids():
     return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _used_inodes(path):
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0
+    return st.f_files - st.f_ffree
 
 
 def _used_bytes(path):

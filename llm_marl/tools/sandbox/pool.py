@@ -70,9 +70,36 @@ class WorkerDied(SandboxError, WorkerGone):
 
 
 class Worker(PoolWorker):
-    """One supervisor reached through a framed byte channel."""
+    """One supervisor reached through a framed byte channel.
+
+    Subclasses implement :meth:`_kill` (stop the processes) and :meth:`_release` (close the
+    channel's descriptors).  :meth:`close` may come from another thread while a request is
+    reading (a sandbox closed with jobs in flight): the descriptors are then released only when
+    that request ends, so that it never reads from a descriptor number that meanwhile names
+    another worker's pipe.
+    """
 
     hello: dict[str, Any]
+    _io_lock: threading.Lock
+    _in_request = False
+    _closing = False
+
+    @abstractmethod
+    def _kill(self) -> None:
+        """Stop the worker's processes (the channel then reads EOF); keep the descriptors."""
+
+    @abstractmethod
+    def _release(self) -> None:
+        """Close the channel's descriptors and free what the worker holds (idempotent)."""
+
+    def close(self) -> None:
+        self._kill()
+        lock = self.__dict__.setdefault("_io_lock", threading.Lock())
+        with lock:
+            self._closing = True
+            release_now = not self._in_request
+        if release_now:
+            self._release()
 
     @abstractmethod
     def _send(self, data: bytes, deadline: float) -> None: ...
@@ -118,6 +145,11 @@ class Worker(PoolWorker):
 
     def request(self, payload: bytes, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
+        lock = self.__dict__.setdefault("_io_lock", threading.Lock())
+        with lock:
+            if self._closing:
+                raise WorkerDied("the sandbox worker was closed")
+            self._in_request = True
         try:
             self._send(payload, deadline)
             return self._recv_frame(deadline)
@@ -125,6 +157,12 @@ class Worker(PoolWorker):
             if isinstance(e, WorkerDied):
                 raise
             raise WorkerDied(str(e)) from e
+        finally:
+            with lock:
+                self._in_request = False
+                release_now = self._closing
+            if release_now:
+                self._release()
 
 
 class FdChannelMixin:

@@ -6,7 +6,8 @@ wrapped according to ``isolation``:
 * ``"bwrap"`` (the default; ``"auto"`` means this and nothing weaker): new PID, network, IPC, UTS
   and cgroup namespaces; the supervisor is PID 1 of its namespace; the filesystem is empty except
   read-only ``/usr`` (plus ``/lib*`` links and the interpreter's own prefix), fresh ``/proc`` and
-  ``/dev``, and a private tmpfs ``/tmp`` that holds the job's working directory.  The project,
+  read-only ``/dev``, and a private tmpfs ``/tmp``, the only writable place, that holds the job's
+  working directory.  The project,
   ``/home``, ``/root``, ``/etc``, the host's ``/tmp`` and the Docker socket are not there at all.
   No network interface but loopback.
 * ``"unshare"`` (only when asked for by name, with a warning): PID, network, IPC and UTS
@@ -187,6 +188,12 @@ def _bwrap_argv(exe: str, python_dirs: list[str], as_root: bool, tmpfs_mb: int =
         "1777",
         "--tmpfs",
         "/tmp",
+        # Everything but /tmp read-only: bwrap's own root and /dev are tmpfs mounts that an
+        # unprivileged (user-namespace) sandbox could otherwise fill, and that no job wipes.
+        "--remount-ro",
+        "/",
+        "--remount-ro",
+        "/dev",
         "--chdir",
         "/tmp",
         exe,
@@ -351,7 +358,7 @@ class ProcessWorker(FdChannelMixin, Worker):
         except (OSError, ValueError):
             return ""
 
-    def close(self) -> None:
+    def _kill(self) -> None:
         proc = self._proc if hasattr(self, "_proc") else None
         pid = self.supervisor_pid
         # Kill the supervisor itself (only if the pid still names the same process): as PID 1 of
@@ -363,12 +370,15 @@ class ProcessWorker(FdChannelMixin, Worker):
         ):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                proc.kill()
+
+    def _release(self) -> None:
+        proc = self._proc if hasattr(self, "_proc") else None
         if proc is not None:
-            if proc.poll() is None:
-                with contextlib.suppress(OSError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                with contextlib.suppress(OSError):
-                    proc.kill()
             for stream in (proc.stdin, proc.stdout):
                 try:
                     if stream is not None:

@@ -90,6 +90,12 @@ def _limit_status(
     sig = (exit_info or {}).get("signal")
     if facts.get("timed_out") or sig == _SIGXCPU:
         return Status.TIMEOUT, f"time limit exceeded ({seconds:g} s)"
+    if facts.get("files_exceeded"):
+        return (
+            Status.MEMORY,
+            f"memory limit exceeded: more than {facts['files_exceeded']} files in the scratch "
+            f"space; the run was stopped",
+        )
     exceeded = facts.get("output_exceeded")
     if exceeded in ("stdout", "stderr"):
         return (

@@ -229,3 +229,31 @@ def test_weaker_isolation_only_when_asked_for_by_name(no_bubblewrap):
 
 def test_auto_picks_bubblewrap_when_it_works(process_sandbox):
     assert process_sandbox.isolation == "bwrap"
+
+
+WRITE_EVERYWHERE = """
+import os
+wrote = []
+for d in ("/", "/dev", "/dev/shm", "/usr", "/bin", "/lib", "/proc", "/var/tmp", "/run", "/etc",
+          "/home", "/root", "/sys"):
+    try:
+        with open(os.path.join(d, "llm_marl_planted"), "w") as f:
+            f.write("x" * 100000)
+        wrote.append(d)
+    except OSError:
+        pass
+print("WROTE", wrote)
+"""
+
+
+def test_the_only_writable_place_is_the_scratch(single_sandbox):
+    # bwrap's own root and /dev are tmpfs mounts: writable, they would hold memory outside the
+    # scratch cap and survive into the next job (no wipe reaches them).
+    result = single_sandbox.run(WRITE_EVERYWHERE)
+    assert result.status is Status.OK, result
+    assert result.stdout.strip() == "WROTE []"
+    again = single_sandbox.run(
+        "import os\nprint([d for d in ('/', '/dev', '/dev/shm') "
+        "if os.path.exists(os.path.join(d, 'llm_marl_planted'))])"
+    )
+    assert again.stdout.strip() == "[]"

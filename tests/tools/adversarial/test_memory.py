@@ -18,6 +18,7 @@ import pytest
 
 from llm_marl.tools.sandbox import Limits, ProcessSandbox, SandboxUnavailableError, Status
 from llm_marl.tools.sandbox.base import JOB_OVERHEAD_MB
+from llm_marl.tools.sandbox.harness import SCRATCH_MAX_INODES
 
 KIDS = 8
 PER_KID_MB = 192  # 8 x 192 MiB = 1.5 GiB: three times the job's cap
@@ -227,3 +228,54 @@ def test_per_process_cap_only_when_asked_for_by_name_and_with_a_warning(bwrap_re
         warnings.simplefilter("error")  # the default never warns about memory
         with ProcessSandbox(workers=1, limits=Limits(timeout=3)) as default:
             assert default.memory_cap != "per-process"
+
+
+# --------------------------------------------------------------------------- kernel memory
+
+MANY_FILES = """
+import os
+os.mkdir("many")
+n = 0
+try:
+    for n in range(300_000):
+        open(f"many/{n}", "w").close()
+except OSError:
+    pass
+print("FILES", n)
+"""
+
+
+def test_files_in_the_scratch_space_are_capped_too(sandbox):
+    # Each file is a tmpfs inode: kernel memory that no address-space limit sees.
+    result = sandbox.run(MANY_FILES, limits=Limits(timeout=20))
+    match = re.search(r"FILES (\d+)", result.stdout)
+    if result.status is Status.MEMORY:
+        assert "files in the scratch space" in (result.error or "")
+    else:
+        assert match is not None and int(match.group(1)) <= SCRATCH_MAX_INODES + 1000, result
+    assert sandbox.run("import os\nprint(os.listdir('/tmp'))").stdout == "['work']\n"
+
+
+KERNEL_OBJECTS = {
+    "xattr": (
+        "import os\nopen('f', 'w').close()\n"
+        "os.setxattr('f', 'user.big', b'x' * 60000)\nprint('SET')\n"
+    ),
+    "inotify": "import ctypes\nfd = ctypes.CDLL(None).inotify_init()\nprint('FD' if fd >= 0 else 'no')\n",
+    "posix_mqueue": (
+        "import ctypes\nlibrt = ctypes.CDLL(None)\n"
+        "q = librt.mq_open(b'/llm_marl', 0o102, 0o600, None)\nprint('Q' if q >= 0 else 'no')\n"
+    ),
+    "sysv_msg": "import ctypes\nprint('Q' if ctypes.CDLL(None).msgget(0, 0o1600) >= 0 else 'no')\n",
+    "tcp_buffers": (
+        "import socket\ntry:\n    socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+        "    print('SOCK')\nexcept OSError:\n    print('no')\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(KERNEL_OBJECTS))
+def test_kernel_objects_outside_every_count_are_refused(sandbox, attack):
+    result = sandbox.run(KERNEL_OBJECTS[attack])
+    assert result.status is not Status.INFRA_ERROR, result
+    assert not any(word in result.stdout for word in ("SET", "FD", "Q", "SOCK")), result
