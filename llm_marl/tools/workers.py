@@ -31,6 +31,7 @@ import logging
 import os
 import queue
 import select
+import subprocess
 import threading
 import time
 import weakref
@@ -43,6 +44,7 @@ __all__ = [
     "PoolClosedError",
     "ProcessPool",
     "Worker",
+    "popen",
     "WorkerGone",
     "read_exact",
     "read_line",
@@ -90,21 +92,30 @@ def wait_fd(fd: int, deadline: float, *, write: bool = False) -> bool:
         return bool(ready[0] or ready[1])  # pragma: no cover
 
 
-def read_exact(fd: int, size: int, deadline: float) -> bytes:
-    """Exactly ``size`` bytes from ``fd``; :class:`WorkerGone` on EOF or at the deadline."""
-    chunks = []
-    got = 0
-    while got < size:
+def _read_some(fd: int, size: int, deadline: float) -> bytes | None:
+    """Up to ``size`` bytes from ``fd``; ``None`` at the deadline; :class:`WorkerGone` on EOF."""
+    while True:
         if not wait_fd(fd, deadline):
-            raise WorkerGone("the worker did not answer in time")
+            return None
         try:
-            chunk = os.read(fd, min(size - got, 1 << 20))
+            chunk = os.read(fd, size)
         except (BlockingIOError, InterruptedError):
             continue
         except (OSError, ValueError) as e:
             raise WorkerGone(f"the worker's output is closed ({e})") from e
         if not chunk:
             raise WorkerGone("the worker exited")
+        return chunk
+
+
+def read_exact(fd: int, size: int, deadline: float) -> bytes:
+    """Exactly ``size`` bytes from ``fd``; :class:`WorkerGone` on EOF or at the deadline."""
+    chunks = []
+    got = 0
+    while got < size:
+        chunk = _read_some(fd, min(size - got, 1 << 20), deadline)
+        if chunk is None:
+            raise WorkerGone("the worker did not answer in time")
         chunks.append(chunk)
         got += len(chunk)
     return b"".join(chunks)
@@ -126,16 +137,9 @@ def read_line(fd: int, buffer: bytearray, deadline: float, limit: int = 1 << 26)
         if len(buffer) > limit:
             raise WorkerGone(f"the worker sent a line longer than {limit} bytes")
         start = len(buffer)
-        if not wait_fd(fd, deadline):
+        chunk = _read_some(fd, 1 << 16, deadline)
+        if chunk is None:
             return None
-        try:
-            chunk = os.read(fd, 1 << 16)
-        except (BlockingIOError, InterruptedError):
-            continue
-        except (OSError, ValueError) as e:
-            raise WorkerGone(f"the worker's output is closed ({e})") from e
-        if not chunk:
-            raise WorkerGone("the worker exited")
         buffer += chunk
 
 
@@ -205,6 +209,11 @@ def spawn(start: Callable[[], T]) -> T:
             _spawner = _Spawner()
         spawner = _spawner
     return spawner.run(start)
+
+
+def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(argv, **kwargs)`` started on the spawner thread (see :func:`spawn`)."""
+    return spawn(lambda: subprocess.Popen(argv, **kwargs))
 
 
 # --------------------------------------------------------------------------- the pool

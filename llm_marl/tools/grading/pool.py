@@ -31,7 +31,7 @@ import threading
 import time
 from typing import Any
 
-from ..workers import PoolClosedError, ProcessPool, Worker, WorkerGone, read_line, spawn
+from ..workers import PoolClosedError, ProcessPool, Worker, WorkerGone, popen, read_line
 from .worker import BOOTSTRAP
 
 __all__ = ["WorkerError", "WorkerPool", "default_pool", "shutdown_default_pool"]
@@ -55,14 +55,12 @@ class _GradingWorker(Worker):
     def __init__(self, memory_mb: int) -> None:
         argv = [sys.executable, "-c", BOOTSTRAP, _GRADING_DIR, str(memory_mb), str(os.getpid())]
         try:
-            self.proc = spawn(
-                lambda: subprocess.Popen(
-                    argv,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                    close_fds=True,
-                )
+            self.proc = popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                close_fds=True,
             )
         except OSError as exc:
             raise WorkerError(

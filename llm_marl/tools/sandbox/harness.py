@@ -527,37 +527,35 @@ def wipe_tree(path, max_entries=None, deadline=None):
 
 # System call numbers per machine (``uname -m``).  Unknown machines get no filter (the hello
 # message says so, and a sandbox that needs one refuses to start).
+# Numbers from 424 up are the same on every architecture (the unified table).
+_UNIFIED = {
+    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
+    "fspick": 433, "clone3": 435, "memfd_secret": 447, "setxattrat": 463,
+}  # fmt: skip
 _SYSCALLS = {
-    "x86_64": {
-        "arch": 0xC000003E,  # AUDIT_ARCH_X86_64
-        "x32": True,
-        "clone": 56, "fork": 57, "vfork": 58, "clone3": 435,
-        "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155,
-        "shmget": 29, "msgget": 68, "semget": 64,
-        "memfd_create": 319, "memfd_secret": 447,
-        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-        "socket": 41, "socketpair": 53,
-        "add_key": 248, "request_key": 249, "keyctl": 250,
-        "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
-        "fspick": 433,
-        "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190, "setxattrat": 463,
-        "inotify_init": 253, "inotify_init1": 294, "fanotify_init": 300, "mq_open": 240,
-    },
-    "aarch64": {
-        "arch": 0xC00000B7,  # AUDIT_ARCH_AARCH64
-        "x32": False,
-        "clone": 220, "clone3": 435,
-        "unshare": 97, "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41,
-        "shmget": 194, "msgget": 186, "semget": 190,
-        "memfd_create": 279, "memfd_secret": 447,
-        "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-        "socket": 198, "socketpair": 199,
-        "add_key": 217, "request_key": 218, "keyctl": 219,
-        "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
-        "fspick": 433,
-        "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "setxattrat": 463,
-        "inotify_init1": 26, "fanotify_init": 262, "mq_open": 180,
-    },
+    "x86_64": dict(
+        _UNIFIED,
+        arch=0xC000003E,  # AUDIT_ARCH_X86_64
+        x32=True,
+        clone=56, fork=57, vfork=58,
+        unshare=272, setns=308, mount=165, umount2=166, pivot_root=155,
+        shmget=29, msgget=68, semget=64, mq_open=240, memfd_create=319,
+        socket=41, socketpair=53, add_key=248, request_key=249, keyctl=250,
+        setxattr=188, lsetxattr=189, fsetxattr=190,
+        inotify_init=253, inotify_init1=294, fanotify_init=300,
+    ),
+    "aarch64": dict(
+        _UNIFIED,
+        arch=0xC00000B7,  # AUDIT_ARCH_AARCH64
+        x32=False,
+        clone=220,
+        unshare=97, setns=268, mount=40, umount2=39, pivot_root=41,
+        shmget=194, msgget=186, semget=190, mq_open=180, memfd_create=279,
+        socket=198, socketpair=199, add_key=217, request_key=218, keyctl=219,
+        setxattr=5, lsetxattr=6, fsetxattr=7,
+        inotify_init1=26, fanotify_init=262,
+    ),
 }  # fmt: skip
 _CLONE_THREAD = 0x00010000
 # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET (CLONE_NEWTIME, 0x80,

@@ -92,10 +92,13 @@ class Worker(PoolWorker):
     def _release(self) -> None:
         """Close the channel's descriptors and free what the worker holds (idempotent)."""
 
+    def _lock(self) -> threading.Lock:
+        # Made on first use, so that subclasses need not call an __init__ of ours.
+        return self.__dict__.setdefault("_io_lock", threading.Lock())
+
     def close(self) -> None:
         self._kill()
-        lock = self.__dict__.setdefault("_io_lock", threading.Lock())
-        with lock:
+        with self._lock():
             self._closing = True
             release_now = not self._in_request
         if release_now:
@@ -145,7 +148,7 @@ class Worker(PoolWorker):
 
     def request(self, payload: bytes, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
-        lock = self.__dict__.setdefault("_io_lock", threading.Lock())
+        lock = self._lock()
         with lock:
             if self._closing:
                 raise WorkerDied("the sandbox worker was closed")

@@ -64,7 +64,7 @@ from llm_marl.tools.sandbox.pool import (
     WorkerDied,
     logger,
 )
-from llm_marl.tools.workers import spawn
+from llm_marl.tools.workers import popen
 
 ISOLATIONS = ("auto", "bwrap", "unshare", "none")
 MEMORY_CAPS = ("auto", "cgroup", "single-process", "per-process")
@@ -277,18 +277,16 @@ class ProcessWorker(FdChannelMixin, Worker):
         if cgroup is not None:
             argv = cgroup.wrap(argv)
         try:
-            self._proc = spawn(
-                lambda: subprocess.Popen(
-                    argv,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=self._stderr,
-                    env=env,
-                    cwd=cwd,
-                    start_new_session=True,
-                    close_fds=True,
-                    pass_fds=(info_w,) if info_w is not None else (),
-                )
+            self._proc = popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(info_w,) if info_w is not None else (),
             )
         except OSError as e:
             self._cleanup_files()

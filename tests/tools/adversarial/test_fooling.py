@@ -9,16 +9,6 @@ import pytest
 
 from llm_marl.tools.sandbox import Status
 
-# A wrong solution of "double a number" in several disguises; the honest correct one passes.
-DOUBLE_CHECK = """
-def check(candidate):
-    assert candidate(1) == 2
-    assert candidate(5) == 10
-    assert abs(candidate(0.5) - 1.0) < 1e-9
-"""
-CORRECT = "def double(x):\n    return 2 * x\n"
-
-
 # --------------------------------------------------------------------------- fooling the checker
 
 FOOLING_PROGRAMS = {
@@ -91,12 +81,12 @@ FOOLING_PROGRAMS = {
 
 
 @pytest.mark.parametrize("attack", sorted(FOOLING_PROGRAMS))
-def test_fooling_attempts_never_pass(sandbox, attack):
-    report = sandbox.run_tests(FOOLING_PROGRAMS[attack], DOUBLE_CHECK, entry_point="double")
+def test_fooling_attempts_never_pass(sandbox, attack, double):
+    report = sandbox.run_tests(FOOLING_PROGRAMS[attack], double.check, entry_point="double")
     assert report.passed == 0, (attack, report)
     assert report.status is not Status.OK
     # Control: the honest solution passes on the same (shared) workers right after.
-    assert sandbox.run_tests(CORRECT, DOUBLE_CHECK, entry_point="double").status is Status.OK
+    assert sandbox.run_tests(double.correct, double.check, entry_point="double").status is Status.OK
 
 
 # Scans the readable memory of every process it can open (itself first, after making itself

@@ -23,15 +23,6 @@ from llm_marl.tools.sandbox import (
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 
-# A wrong solution of "double a number" in several disguises; the honest correct one passes.
-DOUBLE_CHECK = """
-def check(candidate):
-    assert candidate(1) == 2
-    assert candidate(5) == 10
-    assert abs(candidate(0.5) - 1.0) < 1e-9
-"""
-CORRECT = "def double(x):\n    return 2 * x\n"
-
 
 def host_addresses() -> list[str]:
     """Addresses a program could try to reach the host by: loopback, the host's own address,
@@ -145,7 +136,7 @@ print("spawned")
     assert not os.path.exists(marker)
 
 
-def test_killing_the_parent_or_the_host_is_contained(sandbox):
+def test_killing_the_parent_or_the_host_is_contained(sandbox, double):
     host_pid = os.getpid()
     program = f"""
 import os, signal
@@ -165,19 +156,19 @@ print("still here")
     assert "still here" in result.stdout
     # The sandbox (and this process) survived: the next job runs normally.
     assert sandbox.run("print(6 * 7)").stdout == "42\n"
-    report = sandbox.run_tests(CORRECT, DOUBLE_CHECK, entry_point="double")
+    report = sandbox.run_tests(double.correct, double.check, entry_point="double")
     assert report.status is Status.OK
 
 
-def test_kill_everything_inside_the_sandbox(sandbox):
+def test_kill_everything_inside_the_sandbox(sandbox, double):
     # kill(-1) reaches every process the program may signal: the test runner dies, the tests
     # fail, and the worker is still healthy.
     program = (
         "import os, signal\ndef double(x):\n    os.kill(-1, signal.SIGKILL)\n    return 2 * x\n"
     )
-    report = sandbox.run_tests(program, DOUBLE_CHECK, entry_point="double")
+    report = sandbox.run_tests(program, double.check, entry_point="double")
     assert report.status is not Status.OK and report.passed == 0
-    assert sandbox.run_tests(CORRECT, DOUBLE_CHECK, entry_point="double").status is Status.OK
+    assert sandbox.run_tests(double.correct, double.check, entry_point="double").status is Status.OK
 
 
 # --------------------------------------------------------------------------- never downgrade

@@ -8,15 +8,6 @@ from dataclasses import replace
 
 from llm_marl.tools.sandbox import Limits, Status
 
-# A wrong solution of "double a number" in several disguises; the honest correct one passes.
-DOUBLE_CHECK = """
-def check(candidate):
-    assert candidate(1) == 2
-    assert candidate(5) == 10
-    assert abs(candidate(0.5) - 1.0) < 1e-9
-"""
-CORRECT = "def double(x):\n    return 2 * x\n"
-
 
 def _bounded(limits: Limits, seconds: float) -> float:
     """Wall-clock bound for a job that hits the time limit: the limit plus slack."""
@@ -26,7 +17,7 @@ def _bounded(limits: Limits, seconds: float) -> float:
 # --------------------------------------------------------------------------- resource attacks
 
 
-def test_infinite_loop_times_out_within_the_limit(sandbox):
+def test_infinite_loop_times_out_within_the_limit(sandbox, double):
     limits = replace(sandbox.limits, timeout=1.5)
     start = time.monotonic()
     result = sandbox.run("while True:\n    pass\n", limits=limits)
@@ -35,7 +26,7 @@ def test_infinite_loop_times_out_within_the_limit(sandbox):
     assert elapsed < _bounded(limits, 2.0)
     report = sandbox.run_tests(
         "def double(x):\n    while True:\n        pass\n",
-        DOUBLE_CHECK,
+        double.check,
         entry_point="double",
         limits=limits,
     )
@@ -61,14 +52,14 @@ def test_fork_bomb_is_contained_and_cleaned_up(single_sandbox):
     assert len(pids) <= 2, pids
 
 
-def test_memory_bomb_hits_the_memory_limit(sandbox):
+def test_memory_bomb_hits_the_memory_limit(sandbox, double):
     result = sandbox.run("x = bytearray(2 ** 34)\n")
     assert result.status is Status.MEMORY
     grow = sandbox.run("chunks = []\nwhile True:\n    chunks.append(bytearray(10 ** 7))\n")
     assert grow.status is Status.MEMORY
     report = sandbox.run_tests(
         "def double(x):\n    blob = [0] * (10 ** 10)\n    return 2 * x\n",
-        DOUBLE_CHECK,
+        double.check,
         entry_point="double",
     )
     assert report.status is Status.MEMORY and report.passed == 0
