@@ -618,32 +618,55 @@ def _seccomp_program(no_fork):
     return prog + [(ret, 0, 0, allow)]
 
 
-def install_seccomp(no_fork):
-    """Install the job filter (:func:`_seccomp_program`) in this process; True on success."""
-    program = _seccomp_program(no_fork)
-    if program is None:
-        return False
-    try:
+class _Filter:
+    """A job filter built once (in the supervisor) and installed in each job's P cheaply."""
+
+    def __init__(self, no_fork):
         import ctypes
         import struct
 
+        program = _seccomp_program(no_fork)
+        if program is None:
+            raise OSError("no system-call table for this machine")
         raw = b"".join(struct.pack("HBBI", *insn) for insn in program)
-        buf = ctypes.create_string_buffer(raw, len(raw))
+        self._buf = ctypes.create_string_buffer(raw, len(raw))
 
         class _Prog(ctypes.Structure):
             _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-        prog = _Prog(len(program), ctypes.addressof(buf))
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        self._prog = _Prog(len(program), ctypes.addressof(self._buf))
+        self._byref = ctypes.byref
+        self._prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def install(self):
+        """Install the filter in this process; True on success."""
+        if self._prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
             return False
-        return libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0  # PR_SET_SECCOMP, FILTER
+        return self._prctl(22, 2, self._byref(self._prog), 0, 0) == 0  # PR_SET_SECCOMP
+
+
+_filters = {}
+
+
+def install_seccomp(no_fork):
+    """Install the job filter (:func:`_seccomp_program`) in this process; True on success."""
+    try:
+        if no_fork not in _filters:
+            _filters[no_fork] = _Filter(no_fork)
+        return _filters[no_fork].install()
     except Exception:
         return False
 
 
 def _probe_seccomp(no_fork):
-    """Whether the filter installs and holds here (checked once, in a throw-away child)."""
+    """Whether the filter installs and holds here (checked once, in a throw-away child).
+
+    Builds the filter in this process first, so that forked jobs only install it.
+    """
+    try:
+        _filters.setdefault(no_fork, _Filter(no_fork))
+    except Exception:
+        return False
     pid = os.fork()
     if pid == 0:
         code = 1
