@@ -975,6 +975,7 @@ class _ProgramConnection:
         for target, fd in zip((FD_RPC_IN, FD_RPC_OUT), fds):
             os.dup2(fd, target)
             os.close(fd)
+        os.set_blocking(FD_RPC_OUT, False)  # writes to P honour the test's deadline
         first = self.first_frame()
         if first == "timeout":
             self.dead = f"reloading the program exceeded the time limit ({self.load_timeout:g} s)"

@@ -160,3 +160,17 @@ def test_run_mode_keeps_one_wall_clock_budget(sandbox):
     result = sandbox.run("while True:\n    pass\n", limits=Limits(timeout=1))
     assert result.status is Status.TIMEOUT
     assert time.monotonic() - start < 8
+
+
+def test_a_program_that_stops_reading_its_calls_times_out_test_by_test(sandbox):
+    # At load the program swaps the descriptor its calls arrive on for a pipe nobody writes to,
+    # keeping the real one open: a large argument then blocks the test runner's write.
+    program = (
+        "import os\nkeep = os.dup(4)\nr, w = os.pipe()\nos.dup2(r, 4)\n"
+        "def double(x):\n    return 2 * x\n"
+    )
+    tests = [f"assert double('x' * {2_000_000 + i}) == 'x' * {4_000_000 + 2 * i}" for i in range(3)]
+    limits = Limits(timeout=3, test_timeout=1.0, max_timeouts=5)
+    report = sandbox.run_tests(program, tests, limits=limits)
+    assert report.status is Status.TIMEOUT, report
+    assert [t.error for t in report.tests] == ["time limit exceeded (1 s per test)"] * 3
