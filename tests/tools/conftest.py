@@ -33,7 +33,7 @@ from llm_marl.tools.sandbox import (
 
 # Short limits keep the adversarial tests quick; the memory limit is small so memory bombs hit
 # it fast.
-TEST_LIMITS = Limits(timeout=3.0, memory_mb=256, output_bytes=64 * 1024, nproc=32)
+TEST_LIMITS = Limits(timeout=3.0, test_timeout=2.0, memory_mb=256, output_bytes=64 * 1024, nproc=32)
 
 
 def _require(env_vars: tuple[str, ...], message: str) -> None:
@@ -124,12 +124,12 @@ def single_sandbox(request: pytest.FixtureRequest, _single_worker_pools: dict):
 
 
 class TcpServer:
-    """A TCP server on every host interface that counts the connections it accepts."""
+    """A TCP server on 127.0.0.1 that counts the connections it accepts (stops with the test)."""
 
     def __init__(self) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("0.0.0.0", 0))
+        self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]

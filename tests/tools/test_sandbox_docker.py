@@ -163,3 +163,15 @@ def test_containers_go_away_when_the_host_is_killed(docker_ready):
             break
         time.sleep(0.2)
     assert not left
+
+
+@pytest.mark.docker
+def test_the_oci_runtime_can_be_chosen(docker_ready):
+    # "runc" is the engine's default runtime; a gVisor or Kata runtime goes the same way.
+    client = _client()
+    with DockerSandbox(workers=1, limits=Limits(timeout=3), runtime="runc") as sandbox:
+        (cid,) = sandbox.container_ids()
+        assert client.containers.get(cid).attrs["HostConfig"]["Runtime"] == "runc"
+        assert sandbox.run("print(1)").stdout == "1\n"
+    with pytest.raises(SandboxUnavailableError):
+        DockerSandbox(workers=1, runtime="no-such-runtime")

@@ -55,7 +55,7 @@ def test_environment_is_scrubbed(bwrap_ready, monkeypatch):
     assert token not in result.stdout and "LLM_MARL_TEST_SECRET" not in result.stdout
 
 
-def test_isolation_none_still_runs_and_warns():
+def test_isolation_none_still_runs_when_asked_for_by_name_and_warns():
     with pytest.warns(RuntimeWarning, match="WITHOUT isolation"):
         sandbox = ProcessSandbox(workers=1, isolation="none", limits=Limits(timeout=2))
     with sandbox:
@@ -67,7 +67,7 @@ def test_isolation_none_still_runs_and_warns():
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="util-linux unshare not installed")
-def test_isolation_unshare_blocks_the_network():
+def test_isolation_unshare_blocks_the_network_when_asked_for_by_name():
     with pytest.warns(RuntimeWarning, match="filesystem is visible"):
         sandbox = ProcessSandbox(workers=1, isolation="unshare", limits=Limits(timeout=3))
     with sandbox:
@@ -144,15 +144,17 @@ def test_infrastructure_failure_is_reported_not_scored(bwrap_ready):
         assert run.status is Status.INFRA_ERROR and not run.ok
 
 
-def test_make_sandbox_process_and_auto_fallback(bwrap_ready, caplog):
+def test_make_sandbox_process_and_auto_uses_bwrap_without_docker(bwrap_ready, caplog):
     with make_sandbox("process", workers=1) as sandbox:
         assert isinstance(sandbox, ProcessSandbox)
     with caplog.at_level(logging.WARNING, logger="llm_marl.tools.sandbox"):
         sandbox = make_sandbox("auto", workers=1, base_url="unix:///nonexistent/docker.sock")
     with sandbox:
         assert isinstance(sandbox, ProcessSandbox)
+        assert sandbox.isolation == "bwrap"
+        assert sandbox.memory_cap in ("cgroup", "single-process")
         assert sandbox.run("print(2)").stdout == "2\n"
-    assert "falling back to ProcessSandbox" in caplog.text
+    assert "using ProcessSandbox with bubblewrap" in caplog.text
     assert "no Docker engine reachable" in caplog.text
 
 
@@ -163,6 +165,14 @@ def test_bad_arguments_raise_clear_errors():
         make_sandbox("process", image="x")
     with pytest.raises(ValueError, match="isolation must be one of"):
         ProcessSandbox(isolation="chroot")
+    with pytest.raises(ValueError, match="memory_cap must be one of"):
+        ProcessSandbox(memory_cap="lots")
+    with pytest.raises(ValueError, match="only picks backends with the full guarantees"):
+        make_sandbox("auto", isolation="none")
+    with pytest.raises(ValueError, match="test_timeout"):
+        Limits(test_timeout=0)
+    with pytest.raises(ValueError, match="max_timeouts"):
+        Limits(max_timeouts=0)
     with pytest.raises(ValueError, match="timeout"):
         Limits(timeout=0)
     with pytest.raises(ValueError, match="memory_mb"):

@@ -36,6 +36,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from llm_marl.tools.pyparse import parse_python
+
 BlockKind = Literal["import", "def", "class", "assign", "other"]
 
 MAX_COMPLETION_CHARS = 1_000_000
@@ -288,7 +290,7 @@ for _category in (SyntaxWarning, DeprecationWarning):
 
 def _parse(code: str) -> ast.Module | None:
     try:
-        return ast.parse(code, filename=_COMPLETION_FILE)
+        return parse_python(code, filename=_COMPLETION_FILE)
     except _PARSE_FAILURES:
         return None
 
@@ -523,7 +525,7 @@ def _signature_text(prompt: str, entry_point: str) -> str | None:
 def syntax_error(code: str) -> str | None:
     """``None`` if ``code`` parses, else a one-line description with the line number."""
     try:
-        ast.parse(code, filename=_COMPLETION_FILE)
+        parse_python(code, filename=_COMPLETION_FILE)
     except SyntaxError as err:
         where = f"line {err.lineno}" + (f", column {err.offset}" if err.offset else "")
         text = (err.text or "").strip()

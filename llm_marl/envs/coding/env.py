@@ -69,8 +69,9 @@ Sandbox (``sandbox=``)
     ``"auto"`` (Docker if available, else the process sandbox), ``"docker"``, ``"process"``, or a
     Sandbox instance. A kind is started lazily, on the first program run, and shared by every env
     of the process (see :mod:`~llm_marl.envs.coding.sandboxes`). A sandbox failure truncates the
-    episode with ``infos[agent]["error"]`` set; it is never scored. ``timeout`` bounds one run
-    (program load plus every test) in seconds.
+    episode with ``infos[agent]["error"]`` set; it is never scored. ``timeout`` bounds, in
+    seconds, loading the program and the program's own time in each test (MAGRPO: 10 s per test,
+    stop after 3 timeouts; see ``llm_marl.tools.sandbox.Limits``).
 Recommended generation settings
     The paper samples with temperature 0.6, top-p 0.6 and at most 256 new tokens per turn.
 
@@ -156,7 +157,7 @@ class CodeCollabEnv(LLMParallelEnv):
             (default True; see :mod:`llm_marl.tools.sandbox.program`). ``False`` runs the joined
             program in one interpreter, as the paper's reference code does, where the helper's
             code can rebind or rewrite the entry point at run time.
-        timeout: seconds allowed for one run of the program with all its tests.
+        timeout: seconds the program may take to load, and for each test (its own time).
         render_mode: ``"ansi"`` or ``"human"``.
 
     Shared sandboxes (the ones named by kind) keep running when the env closes, so that the next
@@ -386,7 +387,9 @@ class CodeCollabEnv(LLMParallelEnv):
         sandbox = self.sandbox  # may raise SandboxUnavailableError: a setup problem, not infra
         try:
             report: TestReport = sandbox.run_tests(
-                program, tests.suite, limits=Limits(timeout=self.timeout)
+                program,
+                tests.suite,
+                limits=Limits(timeout=self.timeout, test_timeout=self.timeout),
             )
         except (SandboxUnavailableError, ValueError, TypeError):
             raise  # a setup problem or a bad request: the user (or we) must act

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_marl.envs.coding import code_utils as cu
+from llm_marl.tools.pyparse import parse_python
 
 SCORE_ON = ("all", "hidden")
 TEST_PRELUDE = "import math"
@@ -171,7 +172,7 @@ def shown_units(
     out = []
     for source in sources:
         try:
-            unit = ast.parse(source)
+            unit = parse_python(source)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             out.append(False)
             continue
@@ -183,7 +184,7 @@ def shown_units(
 
 def _check_param(test: str) -> str:
     try:
-        module = ast.parse(repair_test_source(test))
+        module = parse_python(repair_test_source(test))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return "candidate"
     for node in reversed(module.body):
@@ -307,7 +308,7 @@ def _prompt_examples(
         if close is None or close - m.end() > _MAX_LITERAL_SPAN:
             continue
         try:
-            node = ast.parse("f" + prompt[m.end() : close + 1], mode="eval").body
+            node = parse_python("f" + prompt[m.end() : close + 1], mode="eval").body
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         if isinstance(node, ast.Call):

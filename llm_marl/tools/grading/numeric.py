@@ -180,8 +180,9 @@ def exact(node: tuple) -> Fraction | None:
         return Fraction(math.comb(int(n), int(k))) if k >= 0 else Fraction(0)
     if tag == "fn":
         name, args = node[1], node[2]
-        vals = [exact(a) for a in args]
-        if any(v is None for v in vals):
+        maybe = [exact(a) for a in args]
+        vals = [v for v in maybe if v is not None]
+        if len(vals) != len(maybe):
             return None
         if name == "abs":
             return abs(vals[0])

@@ -469,9 +469,7 @@ class _Parser:
             if self.peek() == ("op", "{"):
                 return ("sym", f"\\{name}{{{self.raw_group()}}}")
             parts = []
-            while (
-                self.peek(skip_space=False) is not None and self.peek(skip_space=False)[0] == "id"
-            ):
+            while (following := self.peek(skip_space=False)) is not None and following[0] == "id":
                 parts.append(self.next()[1])
             return ("sym", f"\\{name}{''.join(parts)}")
         raise ParseError(f"unsupported command \\{name}")
@@ -623,9 +621,11 @@ def _expand_pm(s: str) -> list[str]:
     out = []
     for sign in ("+", "-"):
         other = "-" if sign == "+" else "+"
-        out.append(
-            pattern.sub(lambda m, a=sign, b=other: b if m.group(0) in ("\\mp", "-+") else a, s)
-        )
+
+        def choose(m: re.Match[str], a: str = sign, b: str = other) -> str:
+            return b if m.group(0) in ("\\mp", "-+") else a
+
+        out.append(pattern.sub(choose, s))
     return out
 
 

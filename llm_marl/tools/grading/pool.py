@@ -1,13 +1,16 @@
-"""A pool of persistent grading worker processes with a hard per-comparison timeout.
+"""Persistent grading worker processes with a hard per-comparison timeout.
 
 Why processes: sympy cannot be interrupted from another thread, and ``signal.alarm`` only works
 in the main thread, while the rollout collector grades from a thread pool. A child process can
 always be killed. Each worker is started once (importing sympy costs ~0.5 s) and reused; a worker
-that overruns its timeout is killed (SIGKILL) and replaced in the background.
+that overruns its timeout is killed (SIGKILL) and its successor starts in the background, so the
+pool stays warm. The pool itself is :class:`llm_marl.tools.workers.ProcessPool` (shared with the
+code sandbox): workers are forked by one long-lived thread, so a worker started or replaced from a
+rollout thread does not die with that thread, and they all die with the host process.
 
 Thread-safe: any number of threads may call :meth:`WorkerPool.run` at once; each request holds
-one worker for its duration, and waits for a free one when all are busy (waiting does not count
-against the request's timeout, so load never turns a correct answer into a timeout).
+one worker for its duration, and waits for a free, ready one when all are busy (waiting does not
+count against the request's timeout, so load never turns a correct answer into a timeout).
 
 POSIX only (Linux, macOS): it waits on pipes with ``poll``. Elsewhere grade with
 ``symbolic=False`` (the in-process tiers decide nearly every real answer; see the benchmark).
@@ -19,18 +22,16 @@ Configuration (environment variables, read when the default pool is first used):
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
-import queue
-import select
 import subprocess
 import sys
 import threading
 import time
 from typing import Any
 
+from ..workers import PoolClosedError, ProcessPool, Worker, WorkerGone, popen, read_line
 from .worker import BOOTSTRAP
 
 __all__ = ["WorkerError", "WorkerPool", "default_pool", "shutdown_default_pool"]
@@ -40,32 +41,22 @@ STARTUP_TIMEOUT = 120.0
 """Seconds a fresh worker may take to import sympy (generous: CI machines can be slow)."""
 
 
-def _wait_readable(fd: int, timeout: float) -> bool:
-    """Whether ``fd`` has data (or EOF) within ``timeout`` seconds. poll() has no FD_SETSIZE
-    limit, unlike select(), which fails for descriptors above 1024 in busy processes."""
-    if hasattr(select, "poll"):
-        poller = select.poll()
-        poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-        return bool(poller.poll(max(0.0, timeout) * 1000.0))
-    readable, _, _ = select.select([fd], [], [], timeout)  # pragma: no cover - no poll()
-    return bool(readable)
-
-
 class WorkerError(RuntimeError):
     """A grading worker could not be started or died unexpectedly."""
 
 
-class _WorkerCrashed(WorkerError):
+class _Crashed(WorkerError):
     """The worker died while computing: the input crashed it (stack or memory exhausted)."""
 
 
-class _Worker:
-    """One child process and the parent's end of its pipes."""
+class _GradingWorker(Worker):
+    """One child process (``worker.py``) and the parent's end of its pipes."""
 
-    def __init__(self, memory_mb: int):
+    def __init__(self, memory_mb: int) -> None:
+        argv = [sys.executable, "-c", BOOTSTRAP, _GRADING_DIR, str(memory_mb), str(os.getpid())]
         try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", BOOTSTRAP, _GRADING_DIR, str(memory_mb)],
+            self.proc = popen(
+                argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -79,39 +70,30 @@ class _Worker:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._stdin = self.proc.stdin
         self._fd = self.proc.stdout.fileno()
-        self._buf = b""
-        self.ready = False
+        self._buf = bytearray()
         self.next_id = 0
-
-    def _read_line(self, deadline: float) -> bytes | None:
-        """Next line from the worker; None at the deadline; WorkerError if it died."""
-        while b"\n" not in self._buf:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return None
-            if not _wait_readable(self._fd, remaining):
-                return None
-            chunk = os.read(self._fd, 1 << 16)
-            if not chunk:
-                raise WorkerError("grading worker exited unexpectedly")
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        return line
-
-    def wait_ready(self) -> None:
-        if self.ready:
-            return
-        line = self._read_line(time.monotonic() + STARTUP_TIMEOUT)
+        try:
+            line = read_line(self._fd, self._buf, time.monotonic() + STARTUP_TIMEOUT)
+        except WorkerGone as exc:
+            self.close()
+            raise WorkerError(f"grading worker exited while starting ({exc})") from exc
         if line is None:
+            self.close()
             raise WorkerError(f"grading worker did not start within {STARTUP_TIMEOUT:.0f} s")
         msg = json.loads(line)
         if not msg.get("ready"):
+            self.close()
             raise WorkerError(f"grading worker failed to start: {msg.get('error')}")
-        self.ready = True
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
     def request(self, payload: dict[str, Any], timeout: float) -> dict[str, Any] | None:
-        """Send one request; its answer, or None if it did not come within ``timeout`` s."""
-        self.wait_ready()
+        """Send one request; its answer, or None if it did not come within ``timeout`` s.
+
+        Raises :class:`WorkerError` when the request could not be sent (the worker was already
+        gone) and :class:`_Crashed` when the worker died while computing.
+        """
         self.next_id += 1
         payload = dict(payload, id=self.next_id)
         try:
@@ -122,16 +104,16 @@ class _Worker:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                line = self._read_line(deadline)
-            except WorkerError as exc:
-                raise _WorkerCrashed(str(exc)) from exc
+                line = read_line(self._fd, self._buf, deadline)
+            except WorkerGone as exc:
+                raise _Crashed(str(exc)) from exc
             if line is None:
                 return None
             msg = json.loads(line)
             if msg.get("id") == self.next_id:
                 return msg
 
-    def kill(self) -> None:
+    def close(self) -> None:
         with contextlib.suppress(OSError):
             self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -142,72 +124,29 @@ class _Worker:
                     stream.close()
 
 
-class WorkerPool:
-    """Up to ``size`` worker processes, started on demand and replaced when killed."""
+class WorkerPool(ProcessPool[_GradingWorker]):
+    """Up to ``size`` grading workers, started on demand and replaced when killed."""
 
     def __init__(self, size: int | None = None, memory_mb: int | None = None):
         if size is None:
             size = int(os.environ.get("LLM_MARL_GRADING_WORKERS", min(4, os.cpu_count() or 1)))
         if memory_mb is None:
             memory_mb = int(os.environ.get("LLM_MARL_GRADING_WORKER_MEMORY_MB", 4096))
-        if size < 1:
-            raise ValueError(f"a worker pool needs at least one worker, got size={size}")
-        self.size = size
         self.memory_mb = memory_mb
-        self.pid = os.getpid()
-        self._idle: queue.LifoQueue[_Worker] = queue.LifoQueue()
-        self._lock = threading.Lock()
-        self._count = 0
-        self._closed = False
+        super().__init__(lambda: _GradingWorker(memory_mb), size, name="grading worker")
+        self._stats_lock = threading.Lock()
         self.timeouts = 0
-        self.restarts = 0
 
-    def _acquire(self) -> _Worker:
-        while True:
-            try:
-                return self._idle.get_nowait()
-            except queue.Empty:
-                pass
-            with self._lock:
-                if self._closed:
-                    raise WorkerError("the grading worker pool is closed")
-                create = self._count < self.size
-                if create:
-                    self._count += 1
-            if create:
-                try:
-                    return _Worker(self.memory_mb)
-                except BaseException:
-                    with self._lock:
-                        self._count -= 1
-                    raise
-            try:
-                return self._idle.get(timeout=0.5)
-            except queue.Empty:
-                continue
+    @property
+    def restarts(self) -> int:
+        """Workers replaced so far (killed on timeout, crashed, or found dead)."""
+        return self.replaced
 
-    def _release(self, worker: _Worker) -> None:
-        with self._lock:
-            closed = self._closed
-        if closed:
-            worker.kill()
-        else:
-            self._idle.put(worker)
-
-    def _replace(self, worker: _Worker) -> None:
-        """Kill ``worker`` and start its successor now, so that it imports while idle."""
-        worker.kill()
-        with self._lock:
-            self._count -= 1
-            self.restarts += 1
-            if self._closed:
-                return
-            self._count += 1
+    def _lease(self) -> _GradingWorker:
         try:
-            self._idle.put(_Worker(self.memory_mb))
-        except WorkerError:
-            with self._lock:
-                self._count -= 1
+            return self.acquire()
+        except PoolClosedError as exc:
+            raise WorkerError("the grading worker pool is closed") from exc
 
     def run(self, payload: dict[str, Any], timeout: float) -> dict[str, Any] | None:
         """Run one request; its answer, or None if it timed out (the worker is then replaced).
@@ -218,60 +157,40 @@ class WorkerPool:
         be started.
         """
         for attempt in range(2):
-            worker = self._acquire()
-            try:
-                worker.wait_ready()
-            except WorkerError:
-                self._drop(worker)
-                if attempt == 0:
-                    continue
-                raise
+            worker = self._lease()
             try:
                 answer = worker.request(payload, timeout)
-            except _WorkerCrashed:
-                self._replace(worker)
+            except _Crashed:
+                self.discard(worker)
                 return {"correct": False, "reason": "not equivalent (the symbolic check crashed)"}
             except WorkerError:
-                self._replace(worker)
+                self.discard(worker)
                 if attempt == 0:
                     continue
                 raise
+            except BaseException:
+                self.discard(worker)  # e.g. KeyboardInterrupt mid-request: the worker is busy
+                raise
             if answer is None:
-                with self._lock:
+                with self._stats_lock:
                     self.timeouts += 1
-                self._replace(worker)
+                self.discard(worker)
                 return None
-            self._release(worker)
+            self.release(worker)
             return answer
         raise WorkerError("unreachable")  # pragma: no cover
 
-    def _drop(self, worker: _Worker) -> None:
-        worker.kill()
-        with self._lock:
-            self._count -= 1
-
     def warm_up(self) -> None:
-        """Start one worker now and wait until it is ready (e.g. before timing something)."""
-        worker = self._acquire()
+        """Start every worker now, in parallel, and wait until they are ready (e.g. before
+        timing something): a request then never waits for a sympy import."""
         try:
-            worker.wait_ready()
-        except WorkerError:
-            self._drop(worker)
-            raise
-        self._release(worker)
+            self.prestart()
+        except PoolClosedError as exc:
+            raise WorkerError("the grading worker pool is closed") from exc
 
-    def close(self) -> None:
+    def close(self, *, kill_busy: bool = False) -> None:
         """Kill every idle worker; busy ones are killed when their request returns."""
-        with self._lock:
-            self._closed = True
-        while True:
-            try:
-                worker = self._idle.get_nowait()
-            except queue.Empty:
-                break
-            worker.kill()
-            with self._lock:
-                self._count -= 1
+        super().close(kill_busy=kill_busy)
 
 
 _default: WorkerPool | None = None
@@ -282,18 +201,16 @@ def default_pool() -> WorkerPool:
     """The process-wide pool (created on first use; recreated in a forked child)."""
     global _default
     with _default_lock:
-        if _default is None or _default.pid != os.getpid() or _default._closed:
+        if _default is None or _default.pid != os.getpid() or _default.closed:
             _default = WorkerPool()
         return _default
 
 
 def shutdown_default_pool() -> None:
-    """Kill the default pool's workers (they are also killed at interpreter exit)."""
+    """Kill the default pool's workers (every pool is also closed at interpreter exit, by
+    :func:`llm_marl.tools.workers.shutdown`)."""
     global _default
     with _default_lock:
         pool, _default = _default, None
     if pool is not None and pool.pid == os.getpid():
         pool.close()
-
-
-atexit.register(shutdown_default_pool)

@@ -1,6 +1,7 @@
 """The grading worker: a child process that runs the comparisons that may not terminate.
 
-The parent (:mod:`.pool`) starts it with ``python -c BOOTSTRAP <this directory> <memory MiB>``.
+The parent (:mod:`.pool`) starts it with
+``python -c BOOTSTRAP <this directory> <memory MiB> <parent pid>``.
 The bootstrap loads this directory as a stand-alone package (``_llm_marl_grading``) so that the
 worker imports only the grading modules, sympy and (optionally) math-verify, never the rest of
 ``llm_marl`` (torch, transformers). Every module of this package therefore uses relative imports
@@ -9,8 +10,9 @@ only.
 Protocol: one JSON object per line on stdin and stdout. After its imports the worker prints
 ``{"ready": true}`` (or ``{"ready": false, "error": ...}``); then for each request
 ``{"id", "pred", "ref", "mv"}`` it answers ``{"id", "correct", "reason"}``. It exits when stdin
-closes (the parent is gone). A request that runs too long is not answered: the parent kills the
-process, which is the only way to stop sympy mid-computation.
+closes, and is killed (``PR_SET_PDEATHSIG``) when the parent dies, even mid-computation. A request
+that runs too long is not answered: the parent kills the process, which is the only way to stop
+sympy mid-computation.
 """
 
 from __future__ import annotations
@@ -47,6 +49,19 @@ def _limit_memory(megabytes: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     except (ImportError, ValueError, OSError):  # pragma: no cover - non-POSIX or not permitted
         pass
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Get SIGKILL when the parent (its spawning thread, which lives as long as the parent
+    process) exits; exit now if it is already gone. Linux only; elsewhere stdin EOF ends us."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PDEATHSIG
+    except (OSError, AttributeError, ImportError):  # pragma: no cover - not Linux
+        return
+    if parent_pid and os.getppid() != parent_pid:
+        os._exit(0)
 
 
 _math_verify: Any = None
@@ -104,6 +119,7 @@ def main() -> None:
     """Serve requests from stdin until it closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which kills us
     memory = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    _die_with_parent(int(sys.argv[3]) if len(sys.argv) > 3 else 0)
     _limit_memory(memory)
     out = sys.stdout
     try:

@@ -18,15 +18,23 @@ Quick start::
 
         reports = sandbox.run_tests_batch([TestJob(prog, ["assert f(1) == 2"]) for prog in progs])
 
-Backends (same API, :class:`Sandbox` protocol):
+Backends (same API, :class:`Sandbox` protocol; what each guarantees, class by class, is in
+``docs/guides/sandbox.md``):
 
 * :class:`DockerSandbox`: warm pool of containers (no network, read-only root, nobody user, no
   capabilities, memory/pids/CPU cgroup limits).  Needs a Docker engine and the local image:
   ``python -m llm_marl.tools.sandbox build-image``.
 * :class:`ProcessSandbox`: warm pool of supervisor subprocesses in bubblewrap namespaces (no
-  network, only read-only ``/usr`` visible, private ``/tmp``), with rlimits; degrades to
-  ``unshare`` or to rlimits only, with a warning, when bubblewrap is unavailable.
-* :func:`make_sandbox` (``"auto"``): Docker when reachable with the image, else ProcessSandbox.
+  network, only read-only ``/usr`` visible, private ``/tmp``), with rlimits and a whole-job
+  memory cap (a cgroup per worker, or a single-process job under a system-call filter).
+  Weaker isolation (``unshare``, ``none``) only when asked for by name.
+* :func:`make_sandbox` (``"auto"``): Docker when reachable with the image, else ProcessSandbox
+  with bubblewrap, else :class:`SandboxUnavailableError` -- never a silent downgrade.
+
+Time (``run_tests``): the program loads within ``Limits.timeout``; each test gets
+``Limits.test_timeout`` (10 s) of the program's own time, a test that overruns fails and the
+program is restarted, and after ``Limits.max_timeouts`` (3) timeouts the rest are not run -- the
+MAGRPO reference harness's rules.
 
 Tests: a list of assert strings, each scored separately; or HumanEval-style
 ``def check(candidate)`` source plus ``entry_point``, split into one test per assert (setup lines
@@ -43,13 +51,15 @@ other author's code runs, so the tests call that author's own function (see
 :mod:`~llm_marl.tools.sandbox.program`).
 
 Statuses (:class:`Status`): ``ok``, ``failed``, ``timeout``, ``memory``, ``output_limit``, and
-``infra_error`` when the sandbox itself broke.  Infrastructure errors are *returned* (one bad job
+``infra_error`` when the sandbox itself broke -- never because of what the program did (a
+program that kills its workers is scored ``failed``).  Every string in a result is valid UTF-8.  Infrastructure errors are *returned* (one bad job
 never loses a batch), are never a verdict on the program, and reading a score
 (``passed``/``fraction``/``all_passed``) from such a report raises :class:`InfrastructureError`.
 Constructors raise :class:`SandboxUnavailableError` with what to do when a backend cannot run.
 """
 
 from llm_marl.tools.sandbox.base import (
+    JOB_OVERHEAD_MB,
     ExecutionResult,
     InfrastructureError,
     Limits,
@@ -71,6 +81,7 @@ from llm_marl.tools.sandbox.suite import TestSuite
 
 __all__ = [
     "DEFAULT_IMAGE",
+    "JOB_OVERHEAD_MB",
     "DockerSandbox",
     "ExecutionResult",
     "InfrastructureError",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from llm_marl.tools.sandbox.base import SandboxUnavailableError
 from llm_marl.tools.sandbox.image import DEFAULT_IMAGE, DEFAULT_MIRROR, DEFAULT_SUITE, build_image
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 def _check(kind: str, image: str) -> int:
     from llm_marl.tools.sandbox.factory import make_sandbox
 
-    kwargs = {"image": image} if kind != "process" else {}
+    kwargs: dict[str, Any] = {"image": image} if kind != "process" else {}
     with make_sandbox(kind, workers=1, **kwargs) as sandbox:
         run = sandbox.run("print(sum(range(10)))")
         report = sandbox.run_tests("def f(x):\n    return 2 * x\n", ["assert f(2) == 4"])

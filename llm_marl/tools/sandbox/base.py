@@ -42,8 +42,8 @@ class Status(str, enum.Enum):
 
     OK = "ok"  # exit code 0 / every test passed
     FAILED = "failed"  # non-zero exit, exception, failed assertion, syntax error
-    TIMEOUT = "timeout"  # wall-clock or CPU limit hit
-    MEMORY = "memory"  # memory limit hit (MemoryError or killed by the memory cgroup)
+    TIMEOUT = "timeout"  # a time limit hit: load, a test, the suite, wall clock or CPU
+    MEMORY = "memory"  # memory limit hit (MemoryError, or OOM-killed inside the job's cgroup)
     OUTPUT_LIMIT = "output_limit"  # stdout or stderr exceeded the output limit; the run was killed
     INFRA_ERROR = "infra_error"  # the sandbox broke; not the program's fault
 
@@ -51,19 +51,43 @@ class Status(str, enum.Enum):
         return self.value
 
 
+# Memory a worker needs besides the program's own: the supervisor, the test runner and the job's
+# scratch files.  A whole-job cap (Docker's container cgroup, ProcessSandbox's worker cgroup) is
+# ``Limits.memory_mb`` plus this.
+JOB_OVERHEAD_MB = 256
+
+
 @dataclass(frozen=True)
 class Limits:
     """Resource limits of one job.
 
+    Time (``run_tests``) follows the MAGRPO reference harness (``rewards/code_rewards.py`` of
+    OpenMLRL/LLM_Collab_Code_Generation: ``TEST_TIMEOUT = 10`` seconds per test, ``MAX_TIMEOUTS
+    = 3`` then the remaining tests are not run), with what it leaves open made explicit: loading
+    the program has its own budget, and only the program's own time counts against a test.
+
     Args:
-        timeout: wall-clock seconds for the whole job (program load plus every test).  The CPU
-            rlimit is set to ``ceil(timeout) + 1`` seconds as a second line of defence.
-        memory_mb: address-space limit (``RLIMIT_AS``) of every process of the job, in MiB.
+        timeout: ``run()``: wall-clock seconds of the whole program.  ``run_tests()``: seconds the
+            program may take to load (its module-level code).  A program that loads too slowly
+            fails every test with ``Status.TIMEOUT``.
+        test_timeout: ``run_tests()``: seconds the program's own code may run for one scored test
+            (the time spent in calls into the program; the tests' own code is not counted).  A
+            test that exceeds it fails, the program is restarted (loaded again, with ``timeout``)
+            and the next test runs.
+        max_timeouts: ``run_tests()``: after this many tests timed out, the remaining tests are
+            not run (they fail).
+        suite_timeout: ``run_tests()``: seconds the test code itself (not the program) may take
+            in all, so that a slow test suite is never charged to the program; past it the
+            remaining tests fail with a message naming this limit.
+        memory_mb: memory of the job in MiB.  Every process gets an address-space limit
+            (``RLIMIT_AS``) of this size, and the job as a whole is capped too (see
+            ``docs/guides/sandbox.md`` for how each backend holds that bound).
         output_bytes: bytes kept per stream (stdout, stderr); a job that writes more is killed
             and gets ``Status.OUTPUT_LIMIT`` (what it wrote up to the limit is kept).
         nproc: process/thread limit (``RLIMIT_NPROC`` under ProcessSandbox; Docker uses the
             container's pids limit instead).
-        file_size_mb: largest file the job may write (``RLIMIT_FSIZE``), in MiB.
+        file_size_mb: largest file the job may write (``RLIMIT_FSIZE``), in MiB; also the largest
+            program accepted.
         open_files: descriptor limit (``RLIMIT_NOFILE``).
     """
 
@@ -73,20 +97,34 @@ class Limits:
     nproc: int = 64
     file_size_mb: int = 16
     open_files: int = 64
+    test_timeout: float = 10.0
+    max_timeouts: int = 3
+    suite_timeout: float = 60.0
 
     def __post_init__(self) -> None:
-        if not self.timeout > 0:
-            raise ValueError(f"Limits.timeout must be > 0 seconds, got {self.timeout!r}")
+        for name in ("timeout", "test_timeout", "suite_timeout"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not value > 0 or value != value:
+                raise ValueError(f"Limits.{name} must be > 0 seconds, got {value!r}")
         if self.memory_mb < 64:
             raise ValueError(
                 f"Limits.memory_mb must be >= 64 (a Python process needs that much address "
                 f"space to start), got {self.memory_mb!r}"
             )
-        for name in ("output_bytes", "nproc", "file_size_mb"):
+        for name in ("output_bytes", "nproc", "file_size_mb", "max_timeouts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Limits.{name} must be >= 1, got {getattr(self, name)!r}")
         if self.open_files < 16:
             raise ValueError(f"Limits.open_files must be >= 16, got {self.open_files!r}")
+
+    def job_seconds(self, n_tests: int | None = None) -> float:
+        """Longest a job can legitimately take: ``timeout`` for ``run()``; for ``run_tests()``
+        with ``n_tests`` tests, one load plus one reload per timed-out test, every test's
+        budget, and the suite's own time.  The supervisor stops any job at this bound."""
+        if n_tests is None:
+            return float(self.timeout)
+        loads = 1 + min(self.max_timeouts, n_tests)
+        return loads * self.timeout + n_tests * self.test_timeout + self.suite_timeout
 
     def to_wire(self) -> dict[str, float | int]:
         return {
@@ -96,6 +134,9 @@ class Limits:
             "nproc": int(self.nproc),
             "file_size_mb": int(self.file_size_mb),
             "open_files": int(self.open_files),
+            "test_timeout": float(self.test_timeout),
+            "max_timeouts": int(self.max_timeouts),
+            "suite_timeout": float(self.suite_timeout),
         }
 
 

@@ -23,9 +23,11 @@ import os
 import select
 import socket
 import time
+import warnings
 from typing import Any
 
-from llm_marl.tools.sandbox.base import Limits, SandboxUnavailableError
+from llm_marl.tools.sandbox.base import JOB_OVERHEAD_MB, Limits, SandboxUnavailableError
+from llm_marl.tools.sandbox.harness import SCRATCH_MAX_INODES
 from llm_marl.tools.sandbox.image import DEFAULT_IMAGE, docker_client
 from llm_marl.tools.sandbox.pool import HARNESS_SOURCE, PooledSandbox, Worker, WorkerDied, logger
 
@@ -50,8 +52,8 @@ class DockerWorker(Worker):
         self._stdout = bytearray()
         self._raw = bytearray()
         self._stderr_tail = b""
-        self._sock = None
-        self._sock_holder = None
+        self._sock: Any = None
+        self._sock_holder: Any = None
         try:
             self._container = client.containers.create(image, **create_kwargs)
         except docker.errors.ImageNotFound as e:
@@ -147,17 +149,19 @@ class DockerWorker(Worker):
             elif stream == _STDERR:
                 self._stderr_tail = (self._stderr_tail + payload)[-2000:]
 
-    def close(self) -> None:
+    def _kill(self) -> None:
+        try:
+            self._container.remove(force=True)
+        except Exception as e:  # already gone, or the engine is down
+            logger.debug("removing sandbox container failed: %s", e)
+
+    def _release(self) -> None:
         for closeable in (self._sock, self._sock_holder):
             try:
                 if closeable is not None:
                     closeable.close()
             except OSError:
                 pass
-        try:
-            self._container.remove(force=True)
-        except Exception as e:  # already gone, or the engine is down
-            logger.debug("removing sandbox container failed: %s", e)
 
 
 def _missing_image_message(image: str) -> str:
@@ -207,14 +211,19 @@ class DockerSandbox(PooledSandbox):
         workers: number of containers = jobs run at once (default: CPU count).
         limits: default :class:`Limits` for jobs.  The container-wide caps below are fixed when
             the container starts; a job cannot exceed them whatever its own limits say.
-        memory_mb: memory cgroup limit per container, swap included (default:
-            ``limits.memory_mb + 256`` for the supervisor and the test runner).
+        memory_mb: memory cgroup limit per container, swap included: the cap on a whole job
+            (default: ``limits.memory_mb + JOB_OVERHEAD_MB`` (256) for the supervisor, the test
+            runner and the scratch files).
         pids_limit: processes per container (default: ``limits.nproc + 8``).
         cpus: CPU quota per container.
         tmpfs_mb: size of the container's ``/tmp`` (the job's working directory).
         base_url: Docker engine URL (default: ``DOCKER_HOST`` or the local socket).
         client: an existing ``docker.DockerClient`` (overrides ``base_url``).
         start_timeout: seconds to wait for a container to come up.
+        runtime: OCI runtime of the containers (default: the engine's, usually ``runc``).  For
+            programs that may attack the kernel itself, use a runtime with its own kernel, such
+            as gVisor (``"runsc"``) or Kata Containers (``"kata-runtime"``), installed and
+            registered with the engine; see ``docs/guides/sandbox.md``.
 
     Raises:
         SandboxUnavailableError: no engine reachable, image missing, or containers do not start.
@@ -235,6 +244,7 @@ class DockerSandbox(PooledSandbox):
         base_url: str | None = None,
         client: Any = None,
         start_timeout: float = 60.0,
+        runtime: str | None = None,
     ) -> None:
         super().__init__(workers=workers, limits=limits)
         import docker
@@ -246,7 +256,7 @@ class DockerSandbox(PooledSandbox):
         except docker.errors.ImageNotFound as e:
             raise SandboxUnavailableError(_missing_image_message(image)) from e
         remove_stale_containers(self._client)
-        memory = memory_mb or self.limits.memory_mb + 256
+        memory = memory_mb or self.limits.memory_mb + JOB_OVERHEAD_MB
         self._start_timeout = start_timeout
         self._create_kwargs: dict[str, Any] = dict(
             command=[
@@ -258,6 +268,8 @@ class DockerSandbox(PooledSandbox):
                 "--scratch",
                 "/tmp",
                 "--no-nproc-rlimit",
+                "--seccomp",
+                "default",
             ],
             stdin_open=True,
             # detach=False makes docker-py set StdinOnce: when the attached host connection goes
@@ -270,7 +282,10 @@ class DockerSandbox(PooledSandbox):
             log_config={"type": "none", "config": {}},
             network_mode="none",
             read_only=True,
-            tmpfs={"/tmp": f"rw,nosuid,nodev,noexec,size={int(tmpfs_mb)}m,mode=1777"},
+            tmpfs={
+                "/tmp": f"rw,nosuid,nodev,noexec,size={int(tmpfs_mb)}m,"
+                f"nr_inodes={SCRATCH_MAX_INODES + 1000},mode=1777"
+            },
             ipc_mode="none",  # no /dev/shm: /tmp is the only writable place
             user="65534:65534",
             cap_drop=["ALL"],
@@ -284,7 +299,17 @@ class DockerSandbox(PooledSandbox):
             environment={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"},
             labels={OWNER_LABEL: f"{socket.gethostname()}:{os.getpid()}"},
         )
+        if runtime is not None:
+            self._create_kwargs["runtime"] = runtime
         self._start_pool()
+        if not self._workers[0].hello.get("seccomp"):
+            warnings.warn(
+                f"the sandbox's system-call filter cannot be installed in image {image} (its "
+                f"python3 lacks ctypes?): jobs may create SysV IPC objects and sockets; a "
+                f"container whose job leaves IPC objects behind is replaced",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def _start_worker(self) -> Worker:
         return DockerWorker(self._client, self.image, self._create_kwargs, self._start_timeout)

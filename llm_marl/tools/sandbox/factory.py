@@ -29,12 +29,17 @@ def make_sandbox(
     Args:
         kind: ``"docker"`` (:class:`DockerSandbox`), ``"process"`` (:class:`ProcessSandbox`) or
             ``"auto"``: Docker when an engine is reachable and the image exists, else
-            ProcessSandbox with a logged warning.  Default: ``$LLM_MARL_SANDBOX`` or ``"auto"``.
+            ProcessSandbox with bubblewrap (both give the guarantees documented in
+            ``docs/guides/sandbox.md``); if neither can run, :class:`SandboxUnavailableError`
+            says why for each -- ``"auto"`` never falls back to a weaker isolation.  Default:
+            ``$LLM_MARL_SANDBOX`` or ``"auto"``.
         workers: pool size (jobs run at once); default the CPU count.
         limits: default per-job :class:`Limits`.
         **kwargs: passed to the backend (``image=``, ``memory_mb=``, ``base_url=`` for Docker;
-            ``isolation=``, ``python=`` for ProcessSandbox).  Under ``"auto"`` each backend
-            receives only the arguments it accepts.
+            ``isolation=``, ``memory_cap=``, ``cgroup_parent=``, ``python=`` for
+            ProcessSandbox; ``tmpfs_mb=``, ``start_timeout=`` for both).  Under ``"auto"`` each
+            backend receives only the arguments it accepts; a weaker ``isolation`` or
+            ``memory_cap`` must name ``kind="process"``.
 
     Raises:
         ValueError: unknown kind.
@@ -56,8 +61,16 @@ def make_sandbox(
         "base_url",
         "client",
         "start_timeout",
+        "runtime",
     }
-    process_keys = {"isolation", "python", "start_timeout"}
+    process_keys = {
+        "isolation",
+        "memory_cap",
+        "cgroup_parent",
+        "python",
+        "tmpfs_mb",
+        "start_timeout",
+    }
     unknown = set(kwargs) - docker_keys - process_keys
     if unknown:
         raise TypeError(f"make_sandbox() got unexpected arguments: {sorted(unknown)}")
@@ -68,16 +81,32 @@ def make_sandbox(
     if kind == "process":
         _reject(kwargs, docker_keys - process_keys, "process")
         return ProcessSandbox(**common, **kwargs)
+    weaker = {k: kwargs[k] for k in ("isolation", "memory_cap") if kwargs.get(k, "auto") != "auto"}
+    if weaker:
+        raise ValueError(
+            f"make_sandbox('auto') only picks backends with the full guarantees; for {weaker} "
+            f"ask for make_sandbox('process', ...) by name"
+        )
     docker_args = {k: v for k, v in kwargs.items() if k in docker_keys}
     try:
         return DockerSandbox(**common, **docker_args)
     except SandboxUnavailableError as e:
+        docker_problem = str(e)
         image = kwargs.get("image", DEFAULT_IMAGE)
         logger.warning(
-            "Docker sandbox unavailable (%s); falling back to ProcessSandbox (image %s)", e, image
+            "Docker sandbox unavailable (%s); using ProcessSandbox with bubblewrap instead "
+            "(image %s)",
+            e,
+            image,
         )
     process_args = {k: v for k, v in kwargs.items() if k in process_keys}
-    return ProcessSandbox(**common, **process_args)
+    try:
+        return ProcessSandbox(**common, **process_args)
+    except SandboxUnavailableError as e:
+        raise SandboxUnavailableError(
+            f"no sandbox with the documented guarantees can run here. Docker: {docker_problem}. "
+            f"ProcessSandbox: {e}"
+        ) from e
 
 
 def _reject(kwargs: dict[str, Any], keys: set[str], kind: str) -> None:

@@ -19,7 +19,8 @@ children per job, so a job costs two ``fork()`` calls rather than an interpreter
 A *team* program (``job["owner"]``, built by ``program.TeamProgram``) adds a third child, O: the
 shared code plus the entry point's author's own code, in a process that no other author's code
 ever runs in; R talks to O, and O calls the other authors' functions in P (see
-:func:`_owner_main`). P then holds no descriptor of R's.
+:func:`_owner_main`). P then holds no descriptor of R's.  O gets P's limits and system-call
+filter, and a per-test timeout restarts both.
 
 Why the verdict cannot be forged
 --------------------------------
@@ -58,12 +59,27 @@ Names the suite's own setup defines (a task's helpers, such as HumanEval/32's ``
 task's definitions.  Without ``ctypes`` in the sandbox interpreter the
 supervisor cannot make itself non-dumpable and the host warns.
 
-The supervisor also enforces the wall-clock limit, caps captured output, and after every job kills
+The supervisor also enforces the time limits, caps captured output, and after every job kills
 every process the job left behind: as PID 1 of its namespace it sends ``kill(-1, SIGKILL)``, which
 reaches every other process of the namespace, then reaps them; without a PID namespace it falls
 back to process groups plus ``PR_SET_CHILD_SUBREAPER`` sweeping.  Each child gets rlimits (CPU,
 address space, processes, file size, open files, no core dumps), a fresh empty working directory
-and a scrubbed environment.
+and a scrubbed environment; P also gets a system-call filter (:func:`install_seccomp`).
+
+What the job cannot do to the supervisor: it ignores every catchable signal (and as PID 1 the
+kernel drops SIGKILL/SIGSTOP sent from inside the namespace); it writes the program file itself
+before forking, so a failure there is reported as an infrastructure fault, never charged to the
+program; after the job it empties the scratch space relative to directory descriptors
+(:func:`wipe_tree`: no recursion limit, no ``PATH_MAX``, symlinks never followed), then checks
+that the scratch is empty and holds no space and that no System V IPC object is left -- if not,
+its reply asks the host to retire this worker.
+
+Time: R gives the program ``timeout`` seconds to load and ``test_timeout`` seconds of its own
+time per test (only the time R waits for P counts).  When a call overruns, R asks the supervisor
+over a control socket (``FD_CTL``) to kill P and everything it started (``X``), and before the
+next call to start a fresh P (``P``), whose pipes the supervisor passes to R with
+``SCM_RIGHTS``.  After ``max_timeouts`` timed-out tests, or when the tests' own time exceeds
+``suite_timeout``, R stops (a ``Q`` record).
 
 Host protocol: every message is a frame: a 10-digit ASCII length, a newline, then JSON with all
 non-ASCII escaped (ASCII only, see ``HEADER_SIZE``).  A job is one framed ``job`` message,
@@ -86,7 +102,7 @@ import types
 try:
     import resource
 except ImportError:  # pragma: no cover - every CPython on Linux has it
-    resource = None
+    resource = None  # type: ignore[assignment]
 
 PROTOCOL_VERSION = 1
 # Frames are ASCII: a 10-digit decimal length and a newline, then JSON with every non-ASCII or
@@ -106,9 +122,14 @@ FD_AUX = 3  # P in run mode: status pipe (uncaught exception type); R: result pi
 FD_RPC_IN = 4  # P: requests from R; R: responses from P
 FD_RPC_OUT = 5  # P: responses to R; R: requests to P
 # Team programs (job["owner"] set): O, the entry point's author's own process, answers R on
-# FD_RPC_IN/OUT and calls the other authors' names in P through these two.
+# FD_RPC_IN/OUT and calls the other authors' names in P through these two (O has no FD_CTL).
 FD_UP_IN = 6  # O: responses from P
 FD_UP_OUT = 7  # O: requests to P
+FD_CTL = 6  # R only: control socket to the supervisor (restart requests, new pipes)
+
+# Error types of the time rules, as the test runner reports them (``verdict.py`` reads them).
+PROGRAM_TIMEOUT = "ProgramTimeout"
+SUITE_TIMEOUT = "SuiteTimeout"
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -152,14 +173,19 @@ def frame_size(head):
     return int(head[:-1])
 
 
-def read_exact(fd, n):
-    """Read exactly ``n`` bytes from ``fd``; ``None`` on EOF before the first byte."""
+def read_exact(fd, n, deadline=None):
+    """Read exactly ``n`` bytes from ``fd``; ``None`` on EOF before the first byte.
+
+    With a ``deadline`` (``time.monotonic``), raises ``_Overrun`` when it passes first.
+    """
     chunks = []
     got = 0
     while got < n:
+        if deadline is not None and not _wait_readable(fd, deadline):
+            raise _Overrun()
         try:
             chunk = os.read(fd, min(n - got, 1 << 20))
-        except InterruptedError:
+        except (InterruptedError, BlockingIOError):
             continue
         if not chunk:
             if got == 0:
@@ -170,26 +196,37 @@ def read_exact(fd, n):
     return b"".join(chunks)
 
 
-def read_frame(fd, limit=MAX_FRAME):
+def read_frame(fd, limit=MAX_FRAME, deadline=None):
     """Read one framed JSON message from ``fd``; ``None`` on a clean EOF."""
-    head = read_exact(fd, HEADER_SIZE)
+    head = read_exact(fd, HEADER_SIZE, deadline)
     if head is None:
         return None
     size = frame_size(head)
     if size > limit:
         raise ValueError(f"frame of {size} bytes exceeds the {limit}-byte limit")
-    body = read_exact(fd, size) if size else b""
+    body = read_exact(fd, size, deadline) if size else b""
     if body is None:
         raise EOFError("stream ended inside a frame")
     return json.loads(body.decode("utf-8"))
 
 
-def write_all(fd, data):
+def write_all(fd, data, deadline=None):
+    """Write all of ``data``; with a ``deadline``, ``fd`` must be non-blocking and ``_Overrun``
+    is raised when the reader does not take the data in time."""
     view = memoryview(data)
     while view:
         try:
             n = os.write(fd, view)
         except InterruptedError:
+            continue
+        except BlockingIOError:
+            if deadline is None:
+                select.select([], [fd], [])
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Overrun() from None
+            select.select([], [fd], [], remaining)
             continue
         view = view[n:]
 
@@ -384,7 +421,7 @@ def _format_traceback(exc, skip_frames=1):
     return text
 
 
-def _apply_limits(limits, nproc_rlimit):
+def _apply_limits(limits, nproc_rlimit, cpu_seconds):
     if resource is None:
         return
 
@@ -400,7 +437,7 @@ def _apply_limits(limits, nproc_rlimit):
         except (ValueError, OSError):
             pass
 
-    cpu = int(limits.get("timeout", 10) + 0.999) + 1
+    cpu = int(cpu_seconds + 0.999) + 1
     try:
         soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
         new_hard = cpu + 1 if hard == resource.RLIM_INFINITY else min(cpu + 1, hard)
@@ -416,33 +453,257 @@ def _apply_limits(limits, nproc_rlimit):
         lower(resource.RLIMIT_NPROC, limits.get("nproc", 0))
 
 
-def _wipe(path, keep_root=True):
-    """Remove everything under ``path`` even if the job chmod-ed things to 000."""
+# Directory flags for the wipe: never follow a symlink the job planted.
+_DIR_FLAGS = (
+    os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def wipe_tree(path, max_entries=None, deadline=None):
+    """Empty the directory ``path`` (kept itself); True when it is empty afterwards.
+
+    Works relative to directory descriptors (``openat``/``unlinkat``), iteratively: no recursion
+    limit, no ``PATH_MAX`` (a chain of directories 100,000 deep is removed like any other),
+    symlinks are removed, never followed, and directories the job made unreadable or
+    unwritable (``chmod 000``) are opened up first.  Each directory is listed once, so the cost
+    is linear in the number of entries; past ``max_entries`` entries or ``deadline``
+    (``time.monotonic``) it stops and returns False.  Must only run when nothing else writes
+    under ``path`` (every job process is dead): it climbs back up with ``..``.
+    """
     try:
-        entries = os.listdir(path)
+        fd = os.open(path, _DIR_FLAGS)
     except OSError:
-        return
-    for name in entries:
-        full = os.path.join(path, name)
-        try:
-            if os.path.isdir(full) and not os.path.islink(full):
-                with contextlib.suppress(OSError):
-                    os.chmod(full, 0o700)
-                _wipe(full, keep_root=False)
-            else:
-                os.unlink(full)
-        except OSError:
-            pass
-    if not keep_root:
+        return False
+    seen = 0
+    complete = True
+    stack = []  # (pending subdirectory names of the parent, name of the current directory)
+    try:
+        pending = []
+        while True:
+            # List the current directory once: unlink everything but subdirectories.
+            files = []
+            try:
+                with os.scandir(fd) as entries:  # scandir works on its own copy of fd
+                    for entry in entries:
+                        seen += 1
+                        if max_entries is not None and seen > max_entries:
+                            return False
+                        try:
+                            is_dir = entry.is_dir(follow_symlinks=False)
+                        except OSError:
+                            is_dir = False
+                        (pending if is_dir else files).append(entry.name)
+            except OSError:
+                complete = False
+            for name in files:  # removed after the listing, never during it
+                try:
+                    os.unlink(name, dir_fd=fd)
+                except OSError:
+                    complete = False
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            # Descend into the next subdirectory, or climb back up and remove this one.
+            while True:
+                if pending:
+                    name = pending.pop()
+                    with contextlib.suppress(OSError):
+                        os.chmod(name, 0o700, dir_fd=fd)
+                    try:
+                        child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                    except OSError:
+                        complete = False
+                        continue
+                    stack.append((pending, name))
+                    os.close(fd)
+                    fd, pending = child, []
+                    break
+                if not stack:
+                    return complete and not os.listdir(fd)
+                parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = parent
+                pending, name = stack.pop()
+                try:
+                    os.rmdir(name, dir_fd=fd)
+                except OSError:
+                    complete = False
+    except OSError:
+        return False
+    finally:
         with contextlib.suppress(OSError):
-            os.rmdir(path)
+            os.close(fd)
+
+
+# --------------------------------------------------------------------------- seccomp
+
+# System call numbers per machine (``uname -m``).  Unknown machines get no filter (the hello
+# message says so, and a sandbox that needs one refuses to start).
+# Numbers from 424 up are the same on every architecture (the unified table).
+_UNIFIED = {
+    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
+    "fspick": 433, "clone3": 435, "memfd_secret": 447, "setxattrat": 463,
+}  # fmt: skip
+_SYSCALLS = {
+    "x86_64": dict(
+        _UNIFIED,
+        arch=0xC000003E,  # AUDIT_ARCH_X86_64
+        x32=True,
+        clone=56, fork=57, vfork=58,
+        unshare=272, setns=308, mount=165, umount2=166, pivot_root=155,
+        shmget=29, msgget=68, semget=64, mq_open=240, memfd_create=319,
+        socket=41, socketpair=53, add_key=248, request_key=249, keyctl=250,
+        setxattr=188, lsetxattr=189, fsetxattr=190,
+        inotify_init=253, inotify_init1=294, fanotify_init=300,
+    ),
+    "aarch64": dict(
+        _UNIFIED,
+        arch=0xC00000B7,  # AUDIT_ARCH_AARCH64
+        x32=False,
+        clone=220,
+        unshare=97, setns=268, mount=40, umount2=39, pivot_root=41,
+        shmget=194, msgget=186, semget=190, mq_open=180, memfd_create=279,
+        socket=198, socketpair=199, add_key=217, request_key=218, keyctl=219,
+        setxattr=5, lsetxattr=6, fsetxattr=7,
+        inotify_init1=26, fanotify_init=262,
+    ),
+}  # fmt: skip
+_CLONE_THREAD = 0x00010000
+# CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET (CLONE_NEWTIME, 0x80,
+# is part of the exit-signal byte for clone() and cannot be used there).
+_CLONE_NEW_NAMESPACES = 0x7E020000
+_AF_UNIX = 1
+
+
+def _seccomp_program(no_fork):
+    """The job's system-call filter as a list of ``(code, jt, jf, k)`` BPF instructions.
+
+    Always: no new namespaces or mounts (a private tmpfs or user namespace would hold memory
+    outside every count), no SysV IPC objects, POSIX message queues, keyring keys or io_uring
+    instances (they outlive the process and would carry state or memory into the next job), no
+    extended attributes or inotify/fanotify instances (kernel memory outside the count), no
+    sockets other than ``AF_UNIX`` (there is no network anyway; TCP buffers are kernel memory
+    outside the count).
+    With ``no_fork``: no new processes (threads are fine) and no ``memfd_create``, so that the
+    job is one address space and ``RLIMIT_AS`` bounds all the memory it can hold.
+    """
+    table = _SYSCALLS.get(os.uname().machine)
+    if table is None:
+        return None
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow = 0x7FFF0000
+
+    def errno(code):
+        return 0x00050000 | code
+
+    eperm, eagain, eacces, enosys = errno(1), errno(11), errno(13), errno(38)
+    prog = [(ld, 0, 0, 4), (jeq, 1, 0, table["arch"]), (ret, 0, 0, enosys), (ld, 0, 0, 0)]
+    if table["x32"]:
+        prog += [(jge, 0, 1, 0x40000000), (ret, 0, 0, enosys)]
+    denied = {"clone3": enosys}
+    for name in ("unshare", "setns", "mount", "umount2", "pivot_root", "open_tree",
+                 "move_mount", "fsopen", "fsconfig", "fsmount", "fspick"):  # fmt: skip
+        denied[name] = eperm
+    for name in ("shmget", "msgget", "semget", "io_uring_setup", "io_uring_enter",
+                 "io_uring_register", "add_key", "request_key", "keyctl", "memfd_secret",
+                 "mq_open", "inotify_init", "inotify_init1", "fanotify_init"):  # fmt: skip
+        denied[name] = enosys
+    for name in ("setxattr", "lsetxattr", "fsetxattr", "setxattrat"):
+        denied[name] = errno(95)  # EOPNOTSUPP
+    if no_fork:
+        denied.update({"fork": eagain, "vfork": eagain, "memfd_create": enosys})
+    for name, action in denied.items():
+        if name in table:
+            prog += [(jeq, 0, 1, table[name]), (ret, 0, 0, action)]
+    # clone: never into new namespaces; with no_fork, threads only.  args[0] (the flags) is at
+    # offset 16, low word first (both machines are little-endian).
+    clone = [(ld, 0, 0, 16), (jset, 0, 1, _CLONE_NEW_NAMESPACES), (ret, 0, 0, eperm)]
+    if no_fork:
+        clone += [(jset, 0, 1, _CLONE_THREAD), (ret, 0, 0, allow), (ret, 0, 0, eagain)]
+    else:
+        clone += [(ret, 0, 0, allow)]
+    prog += [(jeq, 0, len(clone), table["clone"])] + clone
+    for name in ("socket", "socketpair"):
+        sock = [(ld, 0, 0, 16), (jeq, 0, 1, _AF_UNIX), (ret, 0, 0, allow), (ret, 0, 0, eacces)]
+        prog += [(ld, 0, 0, 0), (jeq, 0, len(sock), table[name])] + sock
+    return prog + [(ret, 0, 0, allow)]
+
+
+class _Filter:
+    """A job filter built once (in the supervisor) and installed in each job's P cheaply."""
+
+    def __init__(self, no_fork):
+        import ctypes
+        import struct
+
+        program = _seccomp_program(no_fork)
+        if program is None:
+            raise OSError("no system-call table for this machine")
+        raw = b"".join(struct.pack("HBBI", *insn) for insn in program)
+        self._buf = ctypes.create_string_buffer(raw, len(raw))
+
+        class _Prog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+        self._prog = _Prog(len(program), ctypes.addressof(self._buf))
+        self._byref = ctypes.byref
+        self._prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def install(self):
+        """Install the filter in this process; True on success."""
+        if self._prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+            return False
+        return self._prctl(22, 2, self._byref(self._prog), 0, 0) == 0  # PR_SET_SECCOMP
+
+
+_filters: dict = {}
+
+
+def install_seccomp(no_fork):
+    """Install the job filter (:func:`_seccomp_program`) in this process; True on success."""
+    try:
+        if no_fork not in _filters:
+            _filters[no_fork] = _Filter(no_fork)
+        return _filters[no_fork].install()
+    except Exception:
+        return False
+
+
+def _probe_seccomp(no_fork):
+    """Whether the filter installs and holds here (checked once, in a throw-away child).
+
+    Builds the filter in this process first, so that forked jobs only install it.
+    """
+    try:
+        _filters.setdefault(no_fork, _Filter(no_fork))
+    except Exception:
+        return False
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            if install_seccomp(no_fork):
+                code = 0
+                if no_fork:
+                    try:
+                        child = os.fork()
+                    except OSError:
+                        pass
+                    else:
+                        if child == 0:
+                            os._exit(0)
+                        code = 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 # --------------------------------------------------------------------------- children
 
 
-def _child_common(jobdir, limits, nproc_rlimit, fds, stdin_fd):
-    """Plumbing shared by P and R right after fork: fds, session, cwd, rlimits, stdio."""
+def _child_common(jobdir, limits, nproc_rlimit, fds, stdin_fd, signals, cpu_seconds):
+    """Plumbing shared by P and R right after fork: fds, session, cwd, rlimits, stdio, signals."""
     os.setsid()
     # Move the descriptors the child keeps onto fixed numbers, then close everything else
     # (in particular the supervisor's host channel on 0/1).
@@ -459,8 +720,11 @@ def _child_common(jobdir, limits, nproc_rlimit, fds, stdin_fd):
     except OSError:
         pass
     os.chdir(jobdir)
-    _apply_limits(limits, nproc_rlimit)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    _apply_limits(limits, nproc_rlimit, cpu_seconds)
+    # The supervisor ignores every signal; a job starts with the interpreter's defaults.
+    for sig, handler in signals.items():
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            signal.signal(sig, handler)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8")
     sys.stderr = io.TextIOWrapper(
@@ -469,7 +733,7 @@ def _child_common(jobdir, limits, nproc_rlimit, fds, stdin_fd):
         errors="backslashreplace",
         line_buffering=True,
     )
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr  # type: ignore[misc]
     sys.argv = ["main.py"]
 
 
@@ -479,23 +743,36 @@ def _flush_stdio():
             stream.flush()
 
 
-def _program_module(name, path, source):
+def _program_module(name, path):
+    """The module the program runs as; its source file was written by the supervisor."""
     module = types.ModuleType(name)
     module.__file__ = path
     module.__builtins__ = __builtins__
     sys.modules[name] = module
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(source)
     return module
 
 
-def _program_main(job, jobdir):
+def program_file_name(mode):
+    return "main.py" if mode == "run" else "solution.py"
+
+
+def _install_job_filter(seccomp):
+    """Install the job's system-call filter; exit rather than run without a promised one."""
+    if seccomp is not None and not install_seccomp(seccomp == "no-fork"):
+        # The host was promised this filter (the start-up probe passed): never run without it.
+        with contextlib.suppress(BaseException):
+            sys.stderr.write("sandbox: could not install the system-call filter\n")
+        os._exit(71)
+
+
+def _program_main(job, jobdir, seccomp):
     """P: run the untrusted program, then (test mode) serve R's calls.  Never returns."""
     mode = job["mode"]
     source = job["program"]
+    _install_job_filter(seccomp)
     code = 0
     if mode == "run":
-        module = _program_module("__main__", os.path.join(jobdir, "main.py"), source)
+        module = _program_module("__main__", os.path.join(jobdir, program_file_name(mode)))
         try:
             exec(compile(source, module.__file__, "exec"), module.__dict__)
         except SystemExit as e:
@@ -510,7 +787,7 @@ def _program_main(job, jobdir):
         os._exit(code)
 
     # Test mode: load the program, publish its global names, serve calls.
-    module = _program_module("solution", os.path.join(jobdir, "solution.py"), source)
+    module = _program_module("solution", os.path.join(jobdir, program_file_name(mode)))
     ns = module.__dict__
     _load_and_serve(ns, lambda: exec(compile(source, module.__file__, "exec"), ns), 2)
 
@@ -531,7 +808,7 @@ def _load_and_serve(ns, load, harness_frames):
     _serve(ns)
 
 
-def _owner_main(job, jobdir):
+def _owner_main(job, jobdir, seccomp):
     """O: the entry point's author's code, in a process no other author's code ever ran in.
 
     A team program (``job["owner"]``) has a trusted shared part (the task's imports and given
@@ -543,8 +820,9 @@ def _owner_main(job, jobdir):
     builtins or modules, rebinding globals, rewriting ``__code__``...) can reach it: what crosses
     from P is plain data returned by explicit calls.  Never returns.
     """
+    _install_job_filter(seccomp)
     owner = job["owner"]
-    partners = _ProgramConnection(FD_UP_OUT, FD_UP_IN)
+    partners = _PartnerConnection()
     try:
         first = read_frame(FD_UP_IN, MAX_RPC_FRAME)
     except BaseException as e:
@@ -559,11 +837,8 @@ def _owner_main(job, jobdir):
             }
         )
         os._exit(1)
-    path = os.path.join(jobdir, "solution.py")  # P wrote the whole program there
-    module = types.ModuleType("solution")
-    module.__file__ = path
-    module.__builtins__ = __builtins__
-    sys.modules["solution"] = module
+    module = _program_module("solution", os.path.join(jobdir, program_file_name("tests")))
+    path = module.__file__  # P wrote the whole program there
     ns = module.__dict__
 
     def load():
@@ -684,19 +959,140 @@ class ProgramError(Exception):
     """Raised in the test runner when the program raised something R cannot re-create."""
 
 
+class ProgramTimeout(Exception):
+    """Raised in the test runner when a call into the program exceeded the test's time budget."""
+
+
+class _StopTests(BaseException):
+    """Stops the remaining tests (too many timeouts, or the test code is too slow)."""
+
+
 class _ProgramConnection:
-    def __init__(self, fd_out=FD_RPC_OUT, fd_in=FD_RPC_IN):
+    """R's side of the calls into P, with the program's time accounted per test.
+
+    Only the time spent waiting for the program counts against ``test_timeout``; when a call
+    overruns, the supervisor kills P (and everything it started) and, before the next call,
+    hands R the pipes of a freshly loaded P.
+    """
+
+    def __init__(self, limits):
         self.dead = None
-        self.fd_out = fd_out
-        self.fd_in = fd_in
+        self.load_timeout = float(limits.get("timeout", 10.0))
+        self.test_timeout = float(limits.get("test_timeout", 10.0))
+        self.max_timeouts = int(limits.get("max_timeouts", 3))
+        self.suite_timeout = float(limits.get("suite_timeout", 60.0))
+        self.used = 0.0  # program seconds of the current test
+        self.program_seconds = 0.0  # program seconds of the whole job
+        self.timed_out = False  # the current test ran out of time
+        self.timeouts = 0
+        self.needs_restart = False
+        self.started = time.monotonic()
+
+    def suite_seconds(self):
+        """Seconds the tests' own code has taken so far (wall time minus the program's)."""
+        return time.monotonic() - self.started - self.program_seconds
+
+    def _charge(self, since):
+        spent = time.monotonic() - since
+        self.used += spent
+        self.program_seconds += spent
+
+    def first_frame(self):
+        """P's first message ("loaded" or not), within the load budget."""
+        since = time.monotonic()
+        deadline = since + self.load_timeout
+        try:
+            if not _wait_readable(FD_RPC_IN, deadline):
+                return "timeout"
+            return read_frame(FD_RPC_IN, MAX_RPC_FRAME, deadline)
+        except _Overrun:
+            return "timeout"
+        except BaseException as e:
+            self.dead = _safe_text(e)
+            return None
+        finally:
+            self.program_seconds += time.monotonic() - since
+
+    def call(self, name, args, kwargs):
+        if self.timed_out:
+            raise ProgramTimeout(f"time limit exceeded ({self.test_timeout:g} s per test)")
+        if self.needs_restart and not self.dead:
+            self._restart()
+        if self.dead:
+            raise ProgramError(self.dead)
+        request = pack({"name": name, "args": encode_value(args), "kwargs": encode_value(kwargs)})
+        since = time.monotonic()
+        deadline = since + max(0.0, self.test_timeout - self.used)
+        try:
+            write_all(FD_RPC_OUT, request, deadline)
+            reply = read_frame(FD_RPC_IN, MAX_RPC_FRAME, deadline)
+        except _Overrun:
+            self._charge(since)
+            self.timed_out = True
+            self.timeouts += 1
+            self.needs_restart = True
+            _ask_supervisor(b"X")  # kill the runaway program now, not at the next call
+            raise ProgramTimeout(
+                f"time limit exceeded ({self.test_timeout:g} s per test)"
+            ) from None
+        except Exception as e:  # EOF, broken pipe, or a garbled frame: P is unusable now
+            reply = None
+            self.dead = f"the program's process is gone or misbehaved ({e})"
+        self._charge(since)
+        if not isinstance(reply, dict):
+            self.dead = self.dead or "the program's process exited during a call"
+            raise ProgramError(self.dead)
+        if "ok" in reply:
+            since = time.monotonic()
+            try:
+                return decode_value(reply["ok"])
+            finally:
+                self._charge(since)  # decoding what the program returned is on its clock
+        raise _rebuild_exception(str(reply.get("exc", "Exception")), str(reply.get("error", "")))
+
+    def end_test(self):
+        """Called after each scored test: True when that test ran out of time."""
+        timed_out = self.timed_out
+        self.used = 0.0
+        self.timed_out = False
+        return timed_out
+
+    def _restart(self):
+        """Take over the pipes of the fresh P the supervisor started, and wait for it to load."""
+        self.needs_restart = False
+        _ask_supervisor(b"P")
+        fds = _receive_fds(2, time.monotonic() + 30.0)
+        if fds is None:
+            self.dead = "the program could not be restarted after a timeout"
+            return
+        for target, fd in zip((FD_RPC_IN, FD_RPC_OUT), fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.set_blocking(FD_RPC_OUT, False)  # writes to P honour the test's deadline
+        first = self.first_frame()
+        if first == "timeout":
+            self.dead = f"reloading the program exceeded the time limit ({self.load_timeout:g} s)"
+        elif not isinstance(first, dict) or not first.get("loaded"):
+            self.dead = "the program failed to load again after a timeout"
+
+
+class _PartnerConnection:
+    """O's side of the calls into P (team programs).
+
+    No clock of its own: the call runs inside one of R's calls to O, which R's per-test deadline
+    bounds; when that deadline passes the supervisor kills O and P together.
+    """
+
+    def __init__(self):
+        self.dead = None
 
     def call(self, name, args, kwargs):
         if self.dead:
             raise ProgramError(self.dead)
         request = pack({"name": name, "args": encode_value(args), "kwargs": encode_value(kwargs)})
         try:
-            write_all(self.fd_out, request)
-            reply = read_frame(self.fd_in, MAX_RPC_FRAME)
+            write_all(FD_UP_OUT, request)
+            reply = read_frame(FD_UP_IN, MAX_RPC_FRAME)
         except Exception as e:  # EOF, broken pipe, or a garbled frame: P is unusable now
             reply = None
             self.dead = f"the program's process is gone or misbehaved ({e})"
@@ -706,6 +1102,56 @@ class _ProgramConnection:
         if "ok" in reply:
             return decode_value(reply["ok"])
         raise _rebuild_exception(str(reply.get("exc", "Exception")), str(reply.get("error", "")))
+
+
+class _Overrun(Exception):
+    """A deadline passed while talking to P."""
+
+
+def _wait_readable(fd, deadline):
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        try:
+            readable, _, _ = select.select([fd], [], [], remaining)
+        except InterruptedError:
+            continue
+        return bool(readable)
+
+
+def _ask_supervisor(message):
+    with contextlib.suppress(OSError):
+        os.write(FD_CTL, message)
+
+
+def _receive_fds(count, deadline):
+    """``count`` descriptors the supervisor sends on the control socket, or None."""
+    import array
+    import socket
+
+    try:
+        sock = socket.socket(fileno=os.dup(FD_CTL))
+    except OSError:
+        return None
+    try:
+        if not _wait_readable(sock.fileno(), deadline):
+            return None
+        fds = array.array("i")
+        msg, ancdata, _, _ = sock.recvmsg(1, socket.CMSG_LEN(count * fds.itemsize))
+        for level, kind, data in ancdata:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(data[: len(data) - (len(data) % fds.itemsize)])
+        if msg != b"N" or len(fds) != count:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            return None
+        return list(fds)
+    except OSError:
+        return None
+    finally:
+        sock.close()
 
 
 _NOT_REBUILT = (
@@ -751,8 +1197,14 @@ class _RemoteFunction:
         return f"<function {self._name} (runs in the sandboxed program)>"
 
 
-def _runner_main(tests_len, clean_builtins):
-    """R: read the tests from the host channel, wait for P, run the tests.  Never returns."""
+def _runner_main(tests_len, clean_builtins, limits):
+    """R: read the tests from the host channel, wait for P, run the tests.  Never returns.
+
+    Time rules (``Limits``): the program's module-level code gets ``timeout`` seconds; each
+    scored test gets ``test_timeout`` seconds of the program's own time; a test that overruns
+    fails, P is replaced by a freshly loaded one, and after ``max_timeouts`` such tests the rest
+    are not run; the test code's own time is counted apart (``suite_timeout``).
+    """
 
     def emit(kind, index=0, ok=True, error="", etype=""):
         line = json.dumps({"k": kind, "i": index, "ok": bool(ok), "err": error, "et": etype})
@@ -769,12 +1221,18 @@ def _runner_main(tests_len, clean_builtins):
         emit("R")
     except BaseException:
         os._exit(3)
-    conn = _ProgramConnection()
-    try:
-        first = read_frame(FD_RPC_IN, MAX_RPC_FRAME)
-    except BaseException as e:
-        first = None
-        conn.dead = _safe_text(e)
+    conn = _ProgramConnection(limits)
+    os.set_blocking(FD_RPC_OUT, False)
+    first = conn.first_frame()
+    if first == "timeout":
+        emit(
+            "L",
+            ok=False,
+            error=f"loading the program exceeded the time limit ({conn.load_timeout:g} s)",
+            etype=PROGRAM_TIMEOUT,
+        )
+        emit("D")
+        os._exit(0)
     if not isinstance(first, dict):
         emit(
             "L",
@@ -819,13 +1277,26 @@ def _runner_main(tests_len, clean_builtins):
     candidate = ns.get(entry_point) if entry_point else None
 
     def record(index, exc):
-        if exc is None:
+        if conn.end_test():  # whatever the test code made of it, the test ran out of time
+            emit("T", index, ok=False, error=f"time limit exceeded ({conn.test_timeout:g} s "
+                 f"per test)", etype=PROGRAM_TIMEOUT)  # fmt: skip
+        elif exc is None:
             emit("T", index)
         else:
             etype = type(exc).__name__
             if isinstance(exc, ProgramError) and conn.dead:
                 etype = "ProgramExit"
             emit("T", index, ok=False, error=_safe_text(exc), etype=etype)
+        if conn.timeouts >= conn.max_timeouts:
+            emit("Q", ok=False, etype=PROGRAM_TIMEOUT, error=(
+                f"stopped after {conn.timeouts} tests exceeded the time limit "
+                f"({conn.test_timeout:g} s per test)"))  # fmt: skip
+            raise _StopTests()
+        if conn.suite_seconds() > conn.suite_timeout:
+            emit("Q", ok=False, etype=SUITE_TIMEOUT, error=(
+                f"the test code itself took more than suite_timeout={conn.suite_timeout:g} s "
+                f"(not the program's time)"))  # fmt: skip
+            raise _StopTests()
 
     try:
         if spec.get("setup"):
@@ -854,11 +1325,17 @@ def _runner_main(tests_len, clean_builtins):
     else:
         for index, source in enumerate(spec.get("tests", [])):
             try:
-                exec(compile(source, f"test_{index}.py", "exec", dont_inherit=True, optimize=0), ns)
-            except BaseException as e:
-                record(index, e)
-            else:
-                record(index, None)
+                try:
+                    code = compile(
+                        source, f"test_{index}.py", "exec", dont_inherit=True, optimize=0
+                    )
+                    exec(code, ns)
+                except BaseException as e:
+                    record(index, e)
+                else:
+                    record(index, None)
+            except _StopTests:
+                break
     emit("D")
     os._exit(0)
 
@@ -866,11 +1343,42 @@ def _runner_main(tests_len, clean_builtins):
 # --------------------------------------------------------------------------- supervisor
 
 
+class _Infra(Exception):
+    """The sandbox itself failed before the program ran (no verdict on the program)."""
+
+
+def job_seconds(limits, n_tests):
+    """Same bound as ``Limits.job_seconds`` on the host: the longest a job may legitimately take."""
+    timeout = float(limits.get("timeout", 10.0))
+    if n_tests is None:
+        return timeout
+    loads = 1 + min(int(limits.get("max_timeouts", 3)), n_tests)
+    return (
+        loads * timeout
+        + n_tests * float(limits.get("test_timeout", 10.0))
+        + float(limits.get("suite_timeout", 60.0))
+    )
+
+
+# Most entries and seconds the post-job wipe spends before it gives up and retires the worker
+# (whose private scratch then disappears with it).
+WIPE_MAX_ENTRIES = 1_000_000
+WIPE_SECONDS = 20.0
+# Bytes the scratch file system may still use after the wipe (beyond what it used at start-up).
+SCRATCH_SLACK_BYTES = 1 << 20
+# Most files and directories a job may keep in its scratch tmpfs.  Their inodes are kernel
+# memory that no address-space limit sees; the supervisor checks every SCRATCH_POLL_SECONDS and
+# stops a job past this many (Docker's tmpfs also gets it as ``nr_inodes``).
+SCRATCH_MAX_INODES = 100_000
+SCRATCH_POLL_SECONDS = 0.02
+
+
 class Supervisor:
-    def __init__(self, scratch, wipe, nproc_rlimit):
+    def __init__(self, scratch, wipe, nproc_rlimit, seccomp, signals):
         self.scratch = scratch
         self.wipe = wipe
         self.nproc_rlimit = nproc_rlimit
+        self.signals = signals
         self.pid1 = os.getpid() == 1
         self.subreaper = False
         self.hardened = _prctl(PR_SET_DUMPABLE, 0)
@@ -879,6 +1387,14 @@ class Supervisor:
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if not self.pid1:
             self.subreaper = _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        # The job's system-call filter: "no-fork" (the job is one address space, so that
+        # RLIMIT_AS bounds its memory), "default", or None when it cannot be installed here.
+        self.seccomp = seccomp if seccomp and _probe_seccomp(seccomp == "no-fork") else None
+        # A dedicated scratch file system (a tmpfs) can be checked for space left behind.
+        parent = os.path.dirname(scratch.rstrip("/")) or "/"
+        self.scratch_dedicated = os.stat(scratch).st_dev != os.stat(parent).st_dev
+        self.scratch_baseline = _used_bytes(scratch) if self.scratch_dedicated else 0
+        self.inodes_baseline = _used_inodes(scratch) if self.scratch_dedicated else 0
         import builtins
 
         self.clean_builtins = dict(builtins.__dict__)
@@ -892,6 +1408,7 @@ class Supervisor:
             "pid1": self.pid1,
             "subreaper": self.subreaper,
             "hardened": self.hardened,
+            "seccomp": self.seccomp,
             "uid": os.getuid(),
         }
 
@@ -906,97 +1423,178 @@ class Supervisor:
                 continue
             try:
                 reply = self.run_job(job)
+            except _Infra as e:
+                write_all(1, pack({"type": "infra", "error": str(e)}))
+                return
             except BaseException as e:
                 # The host channel may be out of step now (unread test bytes): report and quit;
                 # the host starts a fresh worker.
-                write_all(1, pack({"type": "fatal", "error": f"{type(e).__name__}: {e}"}))
+                import traceback
+
+                where = traceback.extract_tb(e.__traceback__)[-1]
+                error = f"{type(e).__name__}: {e} (harness line {where.lineno}, {where.name})"
+                write_all(1, pack({"type": "fatal", "error": error}))
                 return
             write_all(1, pack(reply))
 
     # -- one job
+    def _prepare(self, job, jobdir, tests_len):
+        """Make the job's working directory and write the program into it.
+
+        Anything failing here is the sandbox's fault (the scratch was verified empty after the
+        previous job), never the program's: it is reported as an infrastructure error.
+        """
+        try:
+            os.mkdir(jobdir, 0o700)
+            path = os.path.join(jobdir, program_file_name(job["mode"]))
+            # The program runs from memory; the file only serves tracebacks, so characters that
+            # cannot be written (lone surrogates) are replaced.
+            with open(path, "w", encoding="utf-8", errors="replace") as f:
+                f.write(job["program"])
+        except OSError as e:
+            with contextlib.suppress(BaseException):
+                if tests_len:
+                    read_exact(0, tests_len)  # consume the tests: keep the channel in step
+            raise _Infra(f"could not write the program into the sandbox ({e})") from e
+
     def run_job(self, job):
         limits = job.get("limits", {})
         mode = job["mode"]
         tests_len = int(job.get("tests_len", 0))
+        n_tests = int(job.get("n_tests", 0)) if mode == "tests" else None
+        seconds = job_seconds(limits, n_tests)
         jobdir = os.path.join(self.scratch, "work")
-        for path in [self.scratch] + self.wipe:
-            _wipe(path)
-        os.mkdir(jobdir, 0o700)
+        self._prepare(job, jobdir, tests_len)
         start = time.monotonic()
-        deadline = start + float(limits.get("timeout", 10.0))
+        deadline = start + seconds
         fds = _FdSet()
-        children = {}
+        job_state = {"program": None, "owner": None, "runner": None, "restarts": 0}
         pending = b""
+        ctl = None
         try:
             devnull = fds.add(os.open(os.devnull, os.O_RDONLY))
             out_r, out_w = fds.pipe()
             err_r, err_w = fds.pipe()
             aux_r, aux_w = fds.pipe()
-            runner = None
             if mode == "tests":
+                import socket
+
                 req_r, req_w = fds.pipe()  # R -> P
                 resp_r, resp_w = fds.pipe()  # P -> R
-                runner = self._fork(
-                    lambda: _runner_main(tests_len, self.clean_builtins),
+                ctl, ctl_runner = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+                job_state["runner"] = self._fork(
+                    lambda: _runner_main(tests_len, self.clean_builtins, limits),
                     jobdir,
                     limits,
-                    {1: devnull, 2: devnull, FD_AUX: aux_w, FD_RPC_IN: resp_r, FD_RPC_OUT: req_w},
-                    stdin_fd=0,
+                    {
+                        1: devnull,
+                        2: devnull,
+                        FD_AUX: aux_w,
+                        FD_RPC_IN: resp_r,
+                        FD_RPC_OUT: req_w,
+                        FD_CTL: ctl_runner.fileno(),
+                    },
+                    0,
+                    seconds,
                 )
-                children[runner] = "runner"
+                ctl_runner.close()
                 # P must never hold the write end of R's result pipe.
                 fds.close(aux_w)
                 ok, pending = self._await_ready(aux_r, deadline)
                 if not ok:
                     raise _Fatal("the test runner failed before reading the tests")
-                program_fds = {
-                    1: out_w,
-                    2: err_w,
-                    FD_AUX: devnull,
-                    FD_RPC_IN: req_r,
-                    FD_RPC_OUT: resp_w,
-                }
-                stdin_fd = devnull
-                if job.get("owner") is not None:
-                    # A team program: R talks to O (the entry point's author's own process), and
-                    # P, the whole program, only to O (see _owner_main).
-                    up_req_r, up_req_w = fds.pipe()  # O -> P
-                    up_resp_r, up_resp_w = fds.pipe()  # P -> O
-                    owner_fds = dict(program_fds)
-                    owner_fds.update({FD_UP_IN: up_resp_r, FD_UP_OUT: up_req_w})
-                    program_fds.update({FD_RPC_IN: up_req_r, FD_RPC_OUT: up_resp_w})
-                    owner = self._fork(
-                        lambda: _owner_main(job, jobdir), jobdir, limits, owner_fds, devnull
+                job_state.update(
+                    self._fork_program(
+                        job, jobdir, limits, seconds, out_w, err_w, devnull, req_r, resp_w
                     )
-                    children[owner] = "owner"
-            else:
-                program_fds = {1: out_w, 2: err_w, FD_AUX: aux_w}
-                stdin_fd = self._stdin_fd(job.get("stdin") or "", jobdir, devnull, fds)
-            program = self._fork(
-                lambda: _program_main(job, jobdir), jobdir, limits, program_fds, stdin_fd=stdin_fd
-            )
-            children[program] = "program"
-            # Keep only the read ends the supervisor listens to.
-            for fd in list(fds.open):
-                if fd not in (out_r, err_r, aux_r):
+                )
+                for fd in (req_r, req_w, resp_r, resp_w):
                     fds.close(fd)
-            watch = runner if runner is not None else program
-            facts, streams = self._collect(limits, deadline, out_r, err_r, aux_r, watch, pending)
+                # out_w / err_w / devnull stay open: a restarted P writes to the same streams.
+                watch = job_state["runner"]
+            else:
+                stdin_fd = self._stdin_fd(job.get("stdin") or "", jobdir, devnull, fds)
+                job_state["program"] = self._fork(
+                    lambda: _program_main(job, jobdir, self.seccomp),
+                    jobdir,
+                    limits,
+                    {1: out_w, 2: err_w, FD_AUX: aux_w},
+                    stdin_fd,
+                    seconds,
+                )
+                # Keep only the read ends the supervisor listens to.
+                for fd in list(fds.open):
+                    if fd not in (out_r, err_r, aux_r):
+                        fds.close(fd)
+                watch = job_state["program"]
+
+            def control(request):
+                """R's requests: ``X`` kill the runaway program now; ``P`` start a fresh one."""
+                if b"X" in request:
+                    self._kill_all_but(job_state["runner"])
+                if b"P" not in request:
+                    return
+                job_state["restarts"] += 1
+                if job_state["restarts"] > int(limits.get("max_timeouts", 3)):
+                    return  # R never asks for more: ignore a confused runner
+                self._kill_all_but(job_state["runner"])
+                fds_new = []
+                try:
+                    new_req_r, new_req_w = os.pipe()
+                    fds_new += [new_req_r, new_req_w]
+                    new_resp_r, new_resp_w = os.pipe()
+                    fds_new += [new_resp_r, new_resp_w]
+                    job_state.update(
+                        self._fork_program(
+                            job,
+                            jobdir,
+                            limits,
+                            seconds,
+                            out_w,
+                            err_w,
+                            devnull,
+                            new_req_r,
+                            new_resp_w,
+                        )
+                    )
+                    sent = [new_resp_r, new_req_w]
+                except OSError:
+                    sent = []  # no fresh program: R is told so, and its remaining tests fail
+                try:
+                    with contextlib.suppress(OSError):  # R may have gone meanwhile
+                        _send_fds(ctl, sent)
+                finally:
+                    for fd in fds_new:
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
+
+            facts, streams = self._collect(
+                limits, deadline, out_r, err_r, aux_r, watch, pending, ctl, control
+            )
         except BaseException:
-            self._sweep(list(children))
+            self._sweep()
             fds.close_all()
+            if ctl is not None:
+                ctl.close()
             raise
+        children = {
+            job_state[role]: role
+            for role in ("runner", "program", "owner")
+            if job_state[role] is not None
+        }
         # Exit statuses of processes that ended on their own, before the sweep.
         own = {}
         for pid in children:
             got, status = _waitpid_nohang(pid)
             if got:
                 own[pid] = status
-        swept = self._sweep(list(children))
+        swept, clean = self._sweep()
         # Every job process is dead now, so the pipes hold all that was written: drain them.
         for fd in (out_r, err_r, aux_r):
             streams.drain(fd)
         fds.close_all()
+        if ctl is not None:
+            ctl.close()
         facts.update(streams.decoded(out_r, err_r, aux_r))
         facts["duration"] = time.monotonic() - start
         for pid, role in children.items():
@@ -1009,25 +1607,103 @@ class Supervisor:
                 if info is not None:
                     info["swept"] = True
             facts[role + "_exit"] = info
-        _wipe(self.scratch)
+        problem = None if clean else "processes of the job survived the sweep"
+        problem = problem or self._leftovers()
+        if problem:
+            facts["retire"] = problem
         facts["type"] = "result"
         return facts
+
+    def _leftovers(self):
+        """Empty the scratch space and check that the job left nothing behind; the reason to
+        retire this worker, or None.  A retired worker's scratch tmpfs and IPC namespace die
+        with it, so the next job always starts clean."""
+        deadline = time.monotonic() + WIPE_SECONDS
+        for path in [self.scratch] + self.wipe:
+            if not wipe_tree(path, WIPE_MAX_ENTRIES, deadline):
+                return f"the job's files under {path} could not all be removed"
+        if self.scratch_dedicated:
+            used = _used_bytes(self.scratch)
+            if used > self.scratch_baseline + SCRATCH_SLACK_BYTES:
+                return f"the scratch space still holds {used} bytes after the wipe"
+        if self.pid1:  # a private IPC namespace: anything in it was left by the job
+            for kind in ("shm", "msg", "sem"):
+                try:
+                    with open(f"/proc/sysvipc/{kind}") as f:
+                        if len(f.read().splitlines()) > 1:
+                            return f"the job left System V IPC objects ({kind})"
+                except OSError:
+                    continue
+        return None
+
+    def _fork_program(self, job, jobdir, limits, seconds, out_w, err_w, devnull, req_r, resp_w):
+        """Start what answers R on ``req_r``/``resp_w``: P, or for a team program O in front of
+        P (see :func:`_owner_main`).  Returns the new pids by role."""
+        streams = {1: out_w, 2: err_w, FD_AUX: devnull}
+        if job.get("owner") is None:
+            program = self._fork(
+                lambda: _program_main(job, jobdir, self.seccomp),
+                jobdir,
+                limits,
+                {**streams, FD_RPC_IN: req_r, FD_RPC_OUT: resp_w},
+                devnull,
+                seconds,
+            )
+            return {"program": program}
+        up = []
+        try:
+            up_req_r, up_req_w = os.pipe()  # O -> P
+            up += [up_req_r, up_req_w]
+            up_resp_r, up_resp_w = os.pipe()  # P -> O
+            up += [up_resp_r, up_resp_w]
+            program = self._fork(
+                lambda: _program_main(job, jobdir, self.seccomp),
+                jobdir,
+                limits,
+                {**streams, FD_RPC_IN: up_req_r, FD_RPC_OUT: up_resp_w},
+                devnull,
+                seconds,
+            )
+            owner = self._fork(
+                lambda: _owner_main(job, jobdir, self.seccomp),
+                jobdir,
+                limits,
+                {
+                    **streams,
+                    FD_RPC_IN: req_r,
+                    FD_RPC_OUT: resp_w,
+                    FD_UP_IN: up_resp_r,
+                    FD_UP_OUT: up_req_w,
+                },
+                devnull,
+                seconds,
+            )
+        finally:
+            for fd in up:  # the children hold their own copies
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        return {"program": program, "owner": owner}
 
     def _stdin_fd(self, data, jobdir, devnull, fds):
         if not data:
             return devnull
         path = os.path.join(jobdir, ".stdin")
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(data)
-        fd = fds.add(os.open(path, os.O_RDONLY))
-        os.unlink(path)
+        try:
+            with open(path, "w", encoding="utf-8", errors="surrogatepass") as f:
+                f.write(data)
+            fd = fds.add(os.open(path, os.O_RDONLY))
+            os.unlink(path)
+        except OSError as e:
+            raise _Infra(f"could not write the job's stdin into the sandbox ({e})") from e
         return fd
 
-    def _fork(self, body, jobdir, limits, fds, stdin_fd):
+    def _fork(self, body, jobdir, limits, fds, stdin_fd, seconds):
         pid = os.fork()
         if pid == 0:
             try:
-                _child_common(jobdir, limits, self.nproc_rlimit, fds, stdin_fd)
+                _child_common(
+                    jobdir, limits, self.nproc_rlimit, fds, stdin_fd, self.signals, seconds
+                )
                 body()
             except BaseException:
                 pass
@@ -1055,7 +1731,7 @@ class Supervisor:
         except ValueError:
             return False, b""
 
-    def _collect(self, limits, deadline, out_r, err_r, aux_r, watch, pending):
+    def _collect(self, limits, deadline, out_r, err_r, aux_r, watch, pending, ctl, control):
         cap = int(limits.get("output_bytes", 1 << 20))
         streams = _Streams({out_r: cap, err_r: cap, aux_r: 16 << 20})
         streams.feed(aux_r, pending)
@@ -1066,22 +1742,46 @@ class Supervisor:
             except OSError:
                 pidfd = None
         open_fds = [out_r, err_r, aux_r]
+        ctl_fd = ctl.fileno() if ctl is not None else None
         timed_out = False
         exceeded = None
+        too_many_files = False
+        next_poll = time.monotonic() + SCRATCH_POLL_SECONDS
         try:
             while True:
-                remaining = deadline - time.monotonic()
+                now = time.monotonic()
+                remaining = deadline - now
                 if remaining <= 0:
                     timed_out = True
                     break
+                if self.scratch_dedicated and now >= next_poll:
+                    next_poll = now + SCRATCH_POLL_SECONDS
+                    used = _used_inodes(self.scratch) - self.inodes_baseline
+                    if used > SCRATCH_MAX_INODES:
+                        too_many_files = True
+                        break
                 wait_for = open_fds + ([pidfd] if pidfd is not None else [])
+                if ctl_fd is not None:
+                    wait_for.append(ctl_fd)
                 timeout = remaining if pidfd is not None else min(remaining, 0.002)
+                if self.scratch_dedicated:
+                    timeout = min(timeout, SCRATCH_POLL_SECONDS)
                 try:
                     readable, _, _ = select.select(wait_for, [], [], timeout)
                 except InterruptedError:
                     continue
                 for fd in readable:
                     if fd == pidfd:
+                        continue
+                    if fd == ctl_fd:
+                        try:
+                            request = ctl.recv(64)
+                        except OSError:
+                            request = b""
+                        if not request:
+                            ctl_fd = None  # R is gone; the pidfd says so too
+                        else:
+                            control(request)
                         continue
                     try:
                         chunk = os.read(fd, 1 << 16)
@@ -1100,27 +1800,43 @@ class Supervisor:
         finally:
             if pidfd is not None:
                 os.close(pidfd)
-        return {"timed_out": timed_out, "output_exceeded": exceeded}, streams
+        facts = {"timed_out": timed_out, "output_exceeded": exceeded}
+        if too_many_files:
+            facts["files_exceeded"] = SCRATCH_MAX_INODES
+        return facts, streams
 
-    def _sweep(self, children):
-        """Kill every process the job created and reap them; return exit statuses by pid."""
+    def _kill_all_but(self, spare):
+        """Kill every process of the job except ``spare`` (the test runner) and reap them."""
+        for _ in range(10000):
+            if self.pid1:
+                others = [p for p in _all_pids() if p not in (1, spare)]
+            else:
+                others = [p for p in _child_pids() if p != spare]
+            if not others:
+                return
+            for pid in others:
+                for kill in (os.killpg, os.kill) if not self.pid1 else (os.kill,):
+                    with contextlib.suppress(OSError):
+                        kill(pid, signal.SIGKILL)
+            for pid in _child_pids():
+                if pid != spare:
+                    _waitpid_nohang(pid)
+            time.sleep(0.0005)
+
+    def _sweep(self):
+        """Kill every process the job created and reap them.
+
+        Returns the exit statuses by pid, and whether no job process is left.
+        """
         statuses = {}
         if self.pid1:
             for _ in range(10000):
-                try:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(-1, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                except PermissionError:
-                    pass
                 if not _reap_all(statuses):
                     break
                 time.sleep(0.0005)
-            return statuses
-        for pid in children:
-            for kill in (os.killpg, os.kill):
-                with contextlib.suppress(OSError):
-                    kill(pid, signal.SIGKILL)
+            return statuses, not [p for p in _all_pids() if p != 1]
         for _ in range(10000):
             strays = _child_pids()
             for pid in strays:
@@ -1130,7 +1846,38 @@ class Supervisor:
             if not _reap_all(statuses) and not strays:
                 break
             time.sleep(0.0005)
-        return statuses
+        return statuses, not _child_pids()
+
+
+def _send_fds(sock, fds):
+    """Pass ``fds`` to R (``N``), or tell it that there are none (``F``)."""
+    import array
+    import socket
+
+    if not fds:
+        sock.sendall(b"F")
+        return
+    sock.sendmsg([b"N"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+
+
+def _all_pids():
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _used_inodes(path):
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0
+    return st.f_files - st.f_ffree
+
+
+def _used_bytes(path):
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
 
 
 class _Fatal(Exception):
@@ -1310,11 +2057,35 @@ _WARM_MODULES = (
 )
 
 
+def _ignore_signals():
+    """Ignore every signal a job could send the supervisor; return the previous dispositions.
+
+    As PID 1 of its namespace the kernel already drops signals that have no handler, but the
+    interpreter installs one for SIGINT (KeyboardInterrupt), and without a PID namespace nothing
+    protects it: so every catchable signal is ignored (SIGCHLD excepted, which must keep its
+    default for ``waitpid``).  Forked job processes get the previous dispositions back.
+    """
+    uncatchable = {signal.SIGKILL, signal.SIGSTOP, signal.SIGCHLD}
+    valid = signal.valid_signals() if hasattr(signal, "valid_signals") else set(signal.Signals)
+    previous = {}
+    for sig in valid:
+        if sig in uncatchable:
+            continue
+        try:
+            handler = signal.getsignal(sig)
+            signal.signal(sig, signal.SIG_IGN)
+        except (OSError, ValueError, RuntimeError):
+            continue
+        previous[sig] = signal.SIG_DFL if handler is None else handler
+    return previous
+
+
 def main(argv):
     scratch = None
     wipe = []
     nproc_rlimit = True
     uid = gid = None
+    seccomp = None
     args = list(argv)
     while args:
         flag = args.pop(0)
@@ -1328,6 +2099,10 @@ def main(argv):
             uid = int(args.pop(0))
         elif flag == "--gid":
             gid = int(args.pop(0))
+        elif flag == "--seccomp":
+            seccomp = args.pop(0)
+            if seccomp not in ("default", "no-fork"):
+                raise SystemExit(f"unknown --seccomp mode {seccomp!r}")
         else:
             raise SystemExit(f"unknown harness option {flag!r}")
     if gid is not None:
@@ -1348,7 +2123,8 @@ def main(argv):
     for name in _WARM_MODULES:
         with contextlib.suppress(Exception):
             __import__(name)
-    supervisor = Supervisor(scratch, wipe, nproc_rlimit)
+    signals = _ignore_signals()
+    supervisor = Supervisor(scratch, wipe, nproc_rlimit, seccomp, signals)
     # Move every object allocated so far out of the collector's reach: forked children then do
     # not touch (and copy-on-write) the supervisor's pages when they collect garbage.
     import gc

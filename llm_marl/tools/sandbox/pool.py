@@ -1,26 +1,31 @@
-"""A pool of warm sandbox workers and the Sandbox implementation built on it.
+"""The Sandbox implementation over a pool of warm workers (:mod:`llm_marl.tools.workers`).
 
 A *worker* is one long-lived supervisor (``harness.py``) reached through a byte channel: a
 subprocess's pipes (ProcessSandbox) or a Docker container's attached stdin/stdout
-(DockerSandbox).  A worker runs one job at a time; the pool hands idle workers to callers,
-replaces a worker that dies, and runs batches on a thread pool (the host threads only wait on
-I/O, the work happens in the workers).
+(DockerSandbox).  A worker runs one job at a time; the pool (one
+:class:`~llm_marl.tools.workers.ProcessPool`, shared machinery with the math grader) hands ready
+workers to callers, replaces a worker that dies in the background, and batches run on a thread
+pool (the host threads only wait on I/O, the work happens in the workers).
+
+What a program can do to its worker is never an infrastructure error: a worker that dies during
+a job is replaced and the job retried once; if the fresh worker dies on the same job too while a
+third one answers a health check, the program is what kills workers and the job is scored as
+failing.  Only when the infrastructure itself fails (workers cannot start, the health check
+fails, the supervisor reports an infrastructure fault) is the result ``INFRA_ERROR``.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
+import json
 import logging
 import os
-import queue
-import select
 import threading
 import time
-import weakref
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,37 +36,74 @@ from llm_marl.tools.sandbox.base import (
     RunJob,
     SandboxError,
     SandboxUnavailableError,
+    Status,
     TestJob,
     TestReport,
 )
 from llm_marl.tools.sandbox.program import TeamProgram
 from llm_marl.tools.sandbox.suite import TestSuite
 from llm_marl.tools.sandbox.verdict import (
+    crash_execution_result,
+    crash_test_report,
     infra_execution_result,
     infra_test_report,
     make_execution_result,
     make_test_report,
 )
+from llm_marl.tools.workers import PoolClosedError, ProcessPool, WorkerGone, read_exact, write_all
+from llm_marl.tools.workers import Worker as PoolWorker
 
 logger = logging.getLogger("llm_marl.tools.sandbox")
 
 HARNESS_SOURCE = Path(harness.__file__).read_text(encoding="utf-8")
 
-# Extra seconds the host waits beyond a job's own time limit before it declares the worker hung
-# (the supervisor enforces the limit itself; this only catches a broken worker).
+# Extra seconds the host waits beyond a job's own time bound before it declares the worker hung
+# (the supervisor enforces the limits itself; this only catches a broken worker).
 HOST_GRACE_SECONDS = 15.0
+# Seconds a health-check ping may take (a fresh worker answers in milliseconds).
+HEALTH_CHECK_SECONDS = 30.0
 
 T = TypeVar("T")
 
 
-class WorkerDied(SandboxError):
+class WorkerDied(SandboxError, WorkerGone):
     """The worker's channel broke, it answered garbage, or it stopped answering."""
 
 
-class Worker(ABC):
-    """One supervisor reached through a framed byte channel."""
+class Worker(PoolWorker):
+    """One supervisor reached through a framed byte channel.
+
+    Subclasses implement :meth:`_kill` (stop the processes) and :meth:`_release` (close the
+    channel's descriptors).  :meth:`close` may come from another thread while a request is
+    reading (a sandbox closed with jobs in flight): the descriptors are then released only when
+    that request ends, so that it never reads from a descriptor number that meanwhile names
+    another worker's pipe.
+    """
 
     hello: dict[str, Any]
+    _io_lock: threading.Lock
+    _in_request = False
+    _closing = False
+
+    @abstractmethod
+    def _kill(self) -> None:
+        """Stop the worker's processes (the channel then reads EOF); keep the descriptors."""
+
+    @abstractmethod
+    def _release(self) -> None:
+        """Close the channel's descriptors and free what the worker holds (idempotent)."""
+
+    def _lock(self) -> threading.Lock:
+        # Made on first use, so that subclasses need not call an __init__ of ours.
+        return self.__dict__.setdefault("_io_lock", threading.Lock())
+
+    def close(self) -> None:
+        self._kill()
+        with self._lock():
+            self._closing = True
+            release_now = not self._in_request
+        if release_now:
+            self._release()
 
     @abstractmethod
     def _send(self, data: bytes, deadline: float) -> None: ...
@@ -70,8 +112,16 @@ class Worker(ABC):
     def _recv(self, size: int, deadline: float) -> bytes:
         """Exactly ``size`` bytes of the supervisor's stdout, or raise WorkerDied."""
 
-    @abstractmethod
-    def close(self) -> None: ...
+    def alive(self) -> bool:
+        return True
+
+    def before_job(self, limits: Limits) -> None:
+        """Prepare the worker for a job with ``limits`` (e.g. its memory cgroup)."""
+
+    def after_job(self, facts: dict[str, Any] | None) -> dict[str, Any]:
+        """Facts the host itself knows about the job that just ended (or the worker that just
+        died when ``facts`` is None), e.g. ``{"oom_killed": True}``."""
+        return {}
 
     def _recv_frame(self, deadline: float) -> dict[str, Any]:
         head = self._recv(harness.HEADER_SIZE, deadline)
@@ -83,8 +133,6 @@ class Worker(ABC):
             raise WorkerDied(f"the worker sent a frame of {size} bytes")
         body = self._recv(size, deadline)
         try:
-            import json
-
             message = json.loads(body.decode("utf-8"))
         except ValueError as e:
             raise WorkerDied(f"the worker sent an unreadable message: {e}") from e
@@ -101,8 +149,24 @@ class Worker(ABC):
 
     def request(self, payload: bytes, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
-        self._send(payload, deadline)
-        return self._recv_frame(deadline)
+        lock = self._lock()
+        with lock:
+            if self._closing:
+                raise WorkerDied("the sandbox worker was closed")
+            self._in_request = True
+        try:
+            self._send(payload, deadline)
+            return self._recv_frame(deadline)
+        except WorkerGone as e:
+            if isinstance(e, WorkerDied):
+                raise
+            raise WorkerDied(str(e)) from e
+        finally:
+            with lock:
+                self._in_request = False
+                release_now = self._closing
+            if release_now:
+                self._release()
 
 
 class FdChannelMixin:
@@ -112,56 +176,28 @@ class FdChannelMixin:
     _rfd: int
 
     def _send(self, data: bytes, deadline: float) -> None:
-        view = memoryview(data)
-        while view:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise WorkerDied("timed out writing to the sandbox worker")
-            try:
-                _, writable, _ = select.select([], [self._wfd], [], remaining)
-                if not writable:
-                    continue
-                n = os.write(self._wfd, view)
-            except BlockingIOError:
-                continue
-            except (OSError, ValueError) as e:
-                raise WorkerDied(f"the sandbox worker's input is closed ({e})") from e
-            view = view[n:]
+        write_all(self._wfd, data, deadline)
 
     def _recv(self, size: int, deadline: float) -> bytes:
-        chunks = []
-        got = 0
-        while got < size:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise WorkerDied("the sandbox worker did not answer in time")
-            try:
-                readable, _, _ = select.select([self._rfd], [], [], remaining)
-                if not readable:
-                    continue
-                chunk = os.read(self._rfd, min(size - got, 1 << 20))
-            except BlockingIOError:
-                continue
-            except (OSError, ValueError) as e:
-                raise WorkerDied(f"the sandbox worker's output is closed ({e})") from e
-            if not chunk:
-                raise WorkerDied("the sandbox worker exited")
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks)
+        return read_exact(self._rfd, size, deadline)
 
 
-_LIVE_SANDBOXES: weakref.WeakSet[PooledSandbox] = weakref.WeakSet()
+@dataclass(frozen=True)
+class _Infra:
+    """The infrastructure failed: no verdict on the program."""
+
+    message: str
 
 
-@atexit.register
-def _close_all_sandboxes() -> None:
-    for sandbox in list(_LIVE_SANDBOXES):
-        with contextlib.suppress(Exception):  # best effort at exit
-            sandbox.close()
+@dataclass(frozen=True)
+class _Crash:
+    """The program killed two workers in a row while a third one is healthy: a verdict."""
+
+    status: Status
+    message: str
 
 
-class PooledSandbox(ABC):
+class PooledSandbox:
     """Sandbox implementation over a pool of warm workers; subclasses only start workers.
 
     Args:
@@ -177,128 +213,113 @@ class PooledSandbox(ABC):
             raise ValueError(f"workers must be a positive integer, got {workers!r}")
         self.limits = limits or Limits()
         self.size = size
-        self._idle: queue.LifoQueue[Worker] = queue.LifoQueue()
-        self._workers: set[Worker] = set()
-        self._lock = threading.Lock()
+        self._pool: ProcessPool[Worker] | None = None
         self._closed = False
         self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
 
     def _start_pool(self) -> None:
-        """Start every worker now (in parallel) so that set-up errors surface at construction."""
-        with ThreadPoolExecutor(max_workers=self.size) as ex:
-            futures = [ex.submit(self._start_worker) for _ in range(self.size)]
-        errors = []
-        for fut in futures:
-            try:
-                worker = fut.result()
-            except Exception as e:
-                errors.append(e)
-                continue
-            with self._lock:
-                self._workers.add(worker)
-            self._idle.put(worker)
-        if errors:
+        """Start every worker now so that set-up errors surface at construction."""
+        self._pool = ProcessPool(
+            self._start_worker, self.size, name=f"{self.backend} sandbox worker"
+        )
+        try:
+            self._pool.prestart()
+        except Exception as err:
             self.close()
-            err = errors[0]
             if isinstance(err, SandboxUnavailableError):
-                raise err
+                raise
             raise SandboxUnavailableError(
                 f"could not start the {self.backend} sandbox workers: {err}"
             ) from err
-        _LIVE_SANDBOXES.add(self)
 
     @abstractmethod
     def _start_worker(self) -> Worker:
-        """Start one worker and complete its handshake (raise on failure)."""
+        """Start one worker (its process through :func:`llm_marl.tools.workers.spawn`) and
+        complete its handshake; raise on failure."""
 
-    # ------------------------------------------------------------------ pool mechanics
+    @property
+    def _workers(self) -> list[Worker]:
+        """The live workers (for inspection and tests)."""
+        return self._pool.workers() if self._pool is not None else []
 
-    def _acquire(self) -> Worker:
-        while True:
-            if self._closed:
-                raise SandboxError("the sandbox is closed")
-            try:
-                return self._idle.get_nowait()
-            except queue.Empty:
-                pass
-            with self._lock:
-                start = len(self._workers) < self.size
-                if start:
-                    placeholder = _Placeholder()
-                    self._workers.add(placeholder)
-            if start:
-                try:
-                    worker = self._start_worker()
-                except Exception as e:
-                    with self._lock:
-                        self._workers.discard(placeholder)
-                    raise WorkerDied(f"could not start a replacement worker: {e}") from e
-                with self._lock:
-                    self._workers.discard(placeholder)
-                    self._workers.add(worker)
-                    if self._closed:
-                        self._workers.discard(worker)
-                        worker.close()
-                        raise SandboxError("the sandbox is closed")
-                return worker
-            try:
-                return self._idle.get(timeout=0.2)
-            except queue.Empty:
-                continue
-
-    def _release(self, worker: Worker) -> None:
-        if self._closed:
-            self._discard(worker)
-        else:
-            self._idle.put(worker)
-
-    def _discard(self, worker: Worker) -> None:
-        with self._lock:
-            self._workers.discard(worker)
-        try:
-            worker.close()
-        except Exception:  # pragma: no cover - best effort
-            logger.debug("closing a dead worker failed", exc_info=True)
+    # ------------------------------------------------------------------ running one job
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._closed or self._pool is None:
             raise SandboxError(f"the {self.backend} sandbox is closed; create a new one")
 
-    def _execute(self, payload: bytes, limits: Limits) -> dict[str, Any] | str:
-        """Run one job; returns the supervisor's facts, or an infrastructure error message.
-
-        A worker that dies during a job is replaced and the job retried once: the first death
-        may be the infrastructure's (container removed, engine restarted); a second one on the
-        same job is reported as an infrastructure error too, but says that the program may be
-        the cause.
-        """
-        timeout = limits.timeout + HOST_GRACE_SECONDS
+    def _execute(
+        self, payload: bytes, limits: Limits, seconds: float
+    ) -> dict[str, Any] | _Infra | _Crash:
+        """Run one job of at most ``seconds``; the supervisor's facts, or what went wrong."""
+        pool = self._pool
+        if pool is None:
+            return _Infra("the sandbox is closed")
+        timeout = seconds + HOST_GRACE_SECONDS
         problems: list[str] = []
+        deaths = 0
+        oom = False
         for _attempt in range(2):
             try:
-                worker = self._acquire()
-            except WorkerDied as e:
-                problems.append(str(e))
+                worker = pool.acquire()
+            except PoolClosedError as e:
+                return _Infra(str(e))
+            except Exception as e:
+                problems.append(f"could not start a replacement worker: {e}")
                 break
-            except SandboxError as e:
-                return str(e)
             try:
+                worker.before_job(limits)
                 reply = worker.request(payload, timeout)
             except Exception as e:  # WorkerDied, or anything unexpected from the channel
-                self._discard(worker)
+                oom = oom or bool(worker.after_job(None).get("oom_killed"))
+                pool.discard(worker)
                 problems.append(str(e) if isinstance(e, WorkerDied) else f"{type(e).__name__}: {e}")
+                deaths += 1
                 continue
-            if reply.get("type") == "result":
-                self._release(worker)
+            kind = reply.get("type")
+            if kind == "result":
+                reply.update(worker.after_job(reply))
+                if reply.get("retire"):
+                    # The job left something behind the supervisor could not remove: this
+                    # worker must not serve another job.  The result itself is sound.
+                    logger.info("retiring a %s sandbox worker: %s", self.backend, reply["retire"])
+                    pool.discard(worker)
+                else:
+                    pool.release(worker)
                 return reply
-            self._discard(worker)
+            pool.discard(worker)
             problems.append(str(reply.get("error", reply)))
+            if kind == "infra":
+                continue  # the supervisor itself says it was not the program
+            deaths += 1
         detail = "; then ".join(problems) or "no worker available"
-        return f"{self.backend} sandbox failure: {detail}" + (
-            " (the worker died twice on this job: the program may have crashed it)"
-            if len(problems) > 1
-            else ""
-        )
+        if deaths == 2 and self._healthy(pool):
+            status = Status.MEMORY if oom else Status.FAILED
+            return _Crash(
+                status,
+                "the program crashed the sandbox worker twice (a healthy worker answers); "
+                f"scored as failing: {detail}",
+            )
+        return _Infra(f"{self.backend} sandbox failure: {detail}")
+
+    def _healthy(self, pool: ProcessPool[Worker]) -> bool:
+        """Whether a (fresh) worker answers a ping: tells a hostile program from a broken
+        infrastructure after two workers died on the same job."""
+        try:
+            worker = pool.acquire(timeout=HEALTH_CHECK_SECONDS)
+        except Exception:
+            return False
+        try:
+            reply = worker.request(harness.pack({"type": "ping"}), HEALTH_CHECK_SECONDS)
+        except Exception:
+            pool.discard(worker)
+            return False
+        if reply.get("type") != "pong":
+            pool.discard(worker)
+            return False
+        pool.release(worker)
+        return True
 
     # ------------------------------------------------------------------ public API
 
@@ -314,6 +335,9 @@ class PooledSandbox(ABC):
             raise TypeError(f"program must be a str, got {type(program).__name__}")
         self._check_open()
         limits = limits or self.limits
+        too_big = _too_big(program, limits)
+        if too_big:
+            return crash_execution_result(Status.FAILED, too_big)
         job = {
             "type": "job",
             "mode": "run",
@@ -322,9 +346,11 @@ class PooledSandbox(ABC):
             "limits": limits.to_wire(),
             "tests_len": 0,
         }
-        facts = self._execute(harness.pack(job), limits)
-        if isinstance(facts, str):
-            return infra_execution_result(facts)
+        facts = self._execute(harness.pack(job), limits, limits.job_seconds())
+        if isinstance(facts, _Infra):
+            return infra_execution_result(facts.message)
+        if isinstance(facts, _Crash):
+            return crash_execution_result(facts.status, facts.message)
         return make_execution_result(facts, limits)
 
     def run_tests(
@@ -356,6 +382,9 @@ class PooledSandbox(ABC):
                 f"entry_point={entry_point!r} disagrees with the suite's {suite.entry_point!r}"
             )
         limits = limits or self.limits
+        too_big = _too_big(program, limits)
+        if too_big:
+            return crash_test_report(suite, Status.FAILED, too_big)
         tests_bytes = suite.to_wire()
         job = {
             "type": "job",
@@ -366,9 +395,13 @@ class PooledSandbox(ABC):
             "n_tests": len(suite.tests),
             "owner": owner,
         }
-        facts = self._execute(harness.pack(job) + tests_bytes, limits)
-        if isinstance(facts, str):
-            return infra_test_report(suite, facts)
+        facts = self._execute(
+            harness.pack(job) + tests_bytes, limits, limits.job_seconds(len(suite.tests))
+        )
+        if isinstance(facts, _Infra):
+            return infra_test_report(suite, facts.message)
+        if isinstance(facts, _Crash):
+            return crash_test_report(suite, facts.status, facts.message)
         return make_test_report(facts, suite, limits)
 
     def run_batch(self, jobs: Sequence[RunJob]) -> list[ExecutionResult]:
@@ -401,22 +434,17 @@ class PooledSandbox(ABC):
         return list(executor.map(fn, items))
 
     def close(self) -> None:
-        """Stop every worker (idempotent; also registered to run at interpreter exit)."""
+        """Stop every worker (idempotent; every pool is also closed at interpreter exit by
+        :func:`llm_marl.tools.workers.shutdown`)."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            workers = list(self._workers)
-            self._workers.clear()
             executor, self._executor = self._executor, None
-        for worker in workers:
-            try:
-                worker.close()
-            except Exception:  # pragma: no cover - best effort
-                logger.debug("closing a worker failed", exc_info=True)
+        if self._pool is not None:
+            self._pool.close()
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
-        _LIVE_SANDBOXES.discard(self)
 
     @property
     def closed(self) -> bool:
@@ -433,14 +461,13 @@ class PooledSandbox(ABC):
             self.close()
 
 
-class _Placeholder(Worker):
-    """Reserves a pool slot while a replacement worker starts."""
-
-    def _send(self, data: bytes, deadline: float) -> None:  # pragma: no cover
-        raise WorkerDied("placeholder")
-
-    def _recv(self, size: int, deadline: float) -> bytes:  # pragma: no cover
-        raise WorkerDied("placeholder")
-
-    def close(self) -> None:
-        pass
+def _too_big(program: str, limits: Limits) -> str | None:
+    """A program larger than the file size limit is refused (scored as failing) before it is
+    sent: writing it into the sandbox would fail for reasons of its own making."""
+    size = len(program.encode("utf-8", "surrogatepass"))
+    if size > limits.file_size_mb << 20:
+        return (
+            f"the program is {size} bytes, more than the file size limit "
+            f"({limits.file_size_mb} MiB); not run"
+        )
+    return None

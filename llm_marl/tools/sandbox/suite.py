@@ -58,6 +58,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
+from llm_marl.tools.pyparse import parse_python
+
 MAX_TEST_SOURCE_CHARS = 8_000_000
 """Largest test code (all sources of one suite together, task code included) that is parsed."""
 
@@ -342,7 +344,7 @@ def _check_size(chars: int) -> None:
 
 def _parse(source: str, what: str) -> ast.Module:
     try:
-        return ast.parse(source)
+        return parse_python(source)
     except SyntaxError as e:
         raise ValueError(f"{what} is not valid Python: {e}") from e
     except (RecursionError, MemoryError) as e:
