@@ -106,6 +106,10 @@ class VLLMConfig:
     """LoRA adapters resident at once (default: as many as the policy serves, at least 1)."""
     max_lora_rank: int | None = None
     """Largest LoRA rank (default: the smallest value vLLM accepts that fits every adapter)."""
+    cpu_threads: int | None = None
+    """Torch intra-op threads while vLLM samples on CPU (restored afterwards); ``None`` keeps
+    the process's setting. vLLM itself prefers 1 on CPU: its small per-step kernels lose more
+    to OpenMP threads waiting for each other than they gain, above all on a busy machine."""
     seed: int = 0
     """The engine's seed (its own generator; sampling seeds come per call, see the module)."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -120,6 +124,8 @@ class VLLMConfig:
             raise ValueError(
                 f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
+        if self.cpu_threads is not None and self.cpu_threads < 1:
+            raise ValueError(f"cpu_threads must be >= 1, got {self.cpu_threads}")
         if self.max_loras is not None and self.max_loras < 1:
             raise ValueError(f"max_loras must be >= 1, got {self.max_loras}")
         if self.max_lora_rank is not None and self.max_lora_rank not in _LORA_RANKS:
@@ -271,6 +277,7 @@ class VLLMPolicy:
         self._next_lora_id = 1
         self._closed = False
 
+        self._cpu = _on_cpu()
         with _process_state_kept():
             self.llm = vllm.LLM(**self._engine_kwargs(ranks))
         self._release = _own_engine_teardown(self.llm)
@@ -281,7 +288,7 @@ class VLLMPolicy:
 
     def _engine_kwargs(self, lora_ranks: Sequence[int]) -> dict[str, Any]:
         cfg = self.config
-        cpu = _on_cpu()
+        cpu = self._cpu
         kwargs: dict[str, Any] = {
             "model": self.model_path,
             "dtype": ("float32" if cpu else "auto") if cfg.dtype == "auto" else cfg.dtype,
@@ -317,24 +324,29 @@ class VLLMPolicy:
         cls,
         path: str | os.PathLike[str],
         *,
+        adapter: str | os.PathLike[str] | None = None,
         name: str | None = None,
         seed: int | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         **config: Any,
     ) -> VLLMPolicy:
-        """A frozen policy from a model directory or a saved LoRA adapter directory.
+        """A frozen policy from a path, for spec strings and command lines (``vllm:PATH``).
 
-        An adapter directory (``adapter_config.json``, no ``config.json``) is served over its
-        base model (``base_model_name_or_path`` in the adapter config). ``config`` holds
-        :class:`VLLMConfig` fields (``dtype``, ``max_model_len``, ...).
+        ``path`` is a model directory (or Hub id), or a saved LoRA adapter directory
+        (``adapter_config.json``, no ``config.json``), served over its base model
+        (``base_model_name_or_path`` in the adapter config); ``adapter`` names an adapter
+        directory explicitly. ``config`` holds :class:`VLLMConfig` fields (``dtype``,
+        ``max_model_len``, ...); ``None`` values mean "the default".
         """
         known = {f.name for f in fields(VLLMConfig)}
         unknown = sorted(set(config) - known)
         if unknown:
             raise ValueError(f"unknown VLLMConfig fields {unknown}; known: {sorted(known)}")
+        config = {k: v for k, v in config.items() if v is not None}
         src = Path(path)
-        adapter = None
-        if (src / "adapter_config.json").is_file() and not (src / "config.json").is_file():
+        if adapter is None and (
+            (src / "adapter_config.json").is_file() and not (src / "config.json").is_file()
+        ):
             base = json.loads((src / "adapter_config.json").read_text()).get(
                 "base_model_name_or_path"
             )
@@ -528,7 +540,7 @@ class VLLMPolicy:
         )
         seed = sampling.seed if sampling.seed is not None else self._rng.randrange(2**63)
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
-        with self._lock, torch.random.fork_rng(devices=_cuda_devices()):
+        with self._lock, torch.random.fork_rng(devices=_cuda_devices()), self._threads():
             self._check_open()
             torch.manual_seed(seed)
             outputs = self.llm.generate(requests, params, lora_request=lora, use_tqdm=False)
@@ -540,6 +552,22 @@ class VLLMPolicy:
             ids.append(tokens)
             lps.append([float(d[t].logprob) for t, d in zip(tokens, sample.logprobs or [])])
         return ids, lps
+
+    @contextlib.contextmanager
+    def _threads(self) -> Iterator[None]:
+        """Run with ``config.cpu_threads`` torch threads (CPU only), then restore the count."""
+        import torch
+
+        wanted = self.config.cpu_threads
+        before = torch.get_num_threads()
+        if wanted is None or wanted == before or not self._cpu:
+            yield
+            return
+        torch.set_num_threads(wanted)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
 
     def close(self) -> None:
         """Shut the engine down and delete its adapter files (the files also go when the

