@@ -119,6 +119,11 @@ def main() -> None:
                         threads,
                     )
                     rates[(backend, threads)].append(tokens / seconds)
+            print(
+                f"{name} batch {batch}: "
+                + ", ".join(f"{b} {t} thr {[round(x) for x in v]}" for (b, t), v in rates.items()),
+                flush=True,
+            )
             for threads in thread_counts:
                 hf_rate = statistics.median(rates[("hf", threads)])
                 vllm_rate = statistics.median(rates[("vllm", threads)])

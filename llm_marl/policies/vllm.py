@@ -270,9 +270,9 @@ class VLLMPolicy:
         self._lock = threading.RLock()
         self._workdir = Path(tempfile.mkdtemp(prefix="llm_marl_vllm_"))
         self._cleanup = weakref.finalize(self, shutil.rmtree, self._workdir, True)
-        # Trainable policies served by this engine: id(policy) -> its current LoRA request
-        # (None for a fully fine-tuned model, which the engine's own weights are).
-        self._served: dict[int, Any] = {}
+        # Trainable policies served by this engine -> their current LoRA request (None for a
+        # fully fine-tuned model: the engine's own weights are its weights).
+        self._served: weakref.WeakKeyDictionary[HFPolicy, Any] = weakref.WeakKeyDictionary()
         self._lora_dirs: dict[int, Path] = {}
         self._next_lora_id = 1
         self._closed = False
@@ -409,17 +409,17 @@ class VLLMPolicy:
             ranks.append(int(peft_config.r))
 
         base = model.get_base_model() if lora else model
-        workdir = Path(tempfile.mkdtemp(prefix="llm_marl_vllm_base_"))
-        try:
-            # The engine starts from what is in memory (a model may differ from its files).
-            # Tied weights are saved once; LoRA layers are saved without their adapters.
-            source = workdir / "base"
-            state = _base_state_dict(group[0])
-            base.save_pretrained(str(source), state_dict=state)
-            group[0].tokenizer.save_pretrained(str(source))
-            cfg = config or VLLMConfig()
-            if cfg.dtype == "auto":
-                cfg = _replace(cfg, dtype=_torch_dtype_name(next(base.parameters()).dtype))
+        state = _base_state_dict(group[0])
+        cfg = config or VLLMConfig()
+        if cfg.dtype == "auto":
+            cfg = _replace(cfg, dtype=_torch_dtype_name(next(base.parameters()).dtype))
+        with tempfile.TemporaryDirectory(prefix="llm_marl_vllm_base_") as tmp:
+            source = Path(str(getattr(base, "name_or_path", "") or ""))
+            if not (source / "config.json").is_file():
+                # Built in memory: write it out once (tied weights once, no LoRA layers).
+                source = Path(tmp, "base")
+                base.save_pretrained(str(source), state_dict=state)
+                group[0].tokenizer.save_pretrained(str(source))
             engine = cls(
                 source,
                 tokenizer=group[0].tokenizer,
@@ -429,12 +429,13 @@ class VLLMPolicy:
                 seed=seed,
                 _lora_ranks=ranks,
             )
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
+        # Start from exactly what is in memory: a loaded model may differ from its files.
+        engine._reload(state)
         for p in group:
-            engine._served[id(p)] = None
+            engine._served[p] = None
             p.generation_engine = engine
-            engine.sync_weights(p)
+            if p.adapter is not None:
+                engine.sync_weights(p)
         return engine
 
     # ------------------------------------------------------------------ weight sync
@@ -442,7 +443,7 @@ class VLLMPolicy:
     def sync_weights(self, policy: HFPolicy) -> None:
         """Load ``policy``'s current weights into the engine (its LoRA adapter as a new
         ``LoRARequest``, or its whole state dict in place); reset the prefix cache."""
-        if id(policy) not in self._served:
+        if policy not in self._served:
             raise ValueError(
                 f"policy {policy.name!r} is not served by this engine; build the engine with "
                 "VLLMPolicy.for_trainable(policy)"
@@ -450,29 +451,41 @@ class VLLMPolicy:
         with self._lock:
             self._check_open()
             if policy.adapter is None:
-                state = _base_state_dict(policy)
-                self.llm.collective_rpc(
-                    "reload_weights",
-                    kwargs={
-                        "weights_iterator": [(k, v.detach()) for k, v in state.items()],
-                        "is_checkpoint_format": True,
-                    },
-                )
+                self._reload(_base_state_dict(policy))
             else:
                 target = self._workdir / f"lora-{self._next_lora_id}"
                 policy.save(target)
                 # Drop the old version first: with it still resident, adding the new one
                 # could evict another agent's adapter from vLLM's LRU cache.
-                old = self._served[id(policy)]
+                old = self._served[policy]
                 if old is not None:
-                    self._served[id(policy)] = None
+                    self._served[policy] = None
                     self.llm.llm_engine.remove_lora(old.lora_int_id)
                     shutil.rmtree(self._lora_dirs.pop(old.lora_int_id), ignore_errors=True)
                 # A new id and name: neither vLLM's adapter cache nor its prefix cache (keyed
                 # by adapter name) may serve the old weights.
-                self._served[id(policy)] = self._register_lora(
+                self._served[policy] = self._register_lora(
                     target, f"{policy.adapter}#{self._next_lora_id}"
                 )
+            self.llm.reset_prefix_cache()
+
+    def _reload(self, state: Mapping[str, Any]) -> None:
+        """Copy a checkpoint-format state dict into the engine's model, in place.
+
+        vLLM's ``reload_weights`` runs the model's own ``load_weights`` (name mapping, fused
+        q/k/v and gate/up, tied embeddings) and redoes its post-load weight processing. It drops
+        loaded LoRA adapters, so only a fully fine-tuned model, or a base before its adapters
+        are registered, is reloaded. Resets the prefix cache.
+        """
+        with self._lock:
+            self._check_open()
+            self.llm.collective_rpc(
+                "reload_weights",
+                kwargs={
+                    "weights_iterator": [(k, v.detach()) for k, v in state.items()],
+                    "is_checkpoint_format": True,
+                },
+            )
             self.llm.reset_prefix_cache()
 
     def _register_lora(self, path: Path, name: str) -> Any:
@@ -506,9 +519,9 @@ class VLLMPolicy:
         self, policy: HFPolicy, prompts: list[list[int]], sampling: SamplingParams
     ) -> tuple[list[list[int]], list[list[float]]]:
         """Sample for a served trainable ``policy`` (the :class:`GenerationEngine` protocol)."""
-        if id(policy) not in self._served:
+        if policy not in self._served:
             raise ValueError(f"policy {policy.name!r} is not served by this engine")
-        return self._sample(prompts, sampling, self._served[id(policy)])
+        return self._sample(prompts, sampling, self._served[policy])
 
     def _sample(
         self, prompts: list[list[int]], sampling: SamplingParams, lora: Any
@@ -580,7 +593,10 @@ class VLLMPolicy:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError(f"VLLMPolicy {self.name!r} is closed")
+            raise RuntimeError(
+                f"VLLMPolicy {self.name!r} is closed; a trainable policy it served samples with "
+                "transformers again after `policy.generation_engine = None`"
+            )
 
     def __repr__(self) -> str:
         return f"VLLMPolicy({self.name!r}, served={len(self._served)})"

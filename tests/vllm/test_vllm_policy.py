@@ -288,6 +288,32 @@ def test_full_weight_sync_keeps_vllm_equal_to_the_trained_model(lm_path):
         engine.close()
 
 
+@pytest.mark.parametrize("source", ["its directory", "memory only"])
+def test_engine_starts_from_the_weights_in_memory(lm_path, source):
+    """Weights changed in memory before the engine exists (files differ), or a model that has
+    no directory at all: the engine samples from what the trainer holds."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(lm_path, dtype=torch.float32)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(("q_proj.weight", "k_proj.weight")):
+                p.mul_(8.0)
+    if source == "memory only":
+        model.config._name_or_path = ""
+        model.name_or_path = ""
+    policy = HFPolicy(model, lm_path, name="edited", trainable=True, seed=0)
+    engine = VLLMPolicy.for_trainable(policy, config=_config())
+    try:
+        out = policy.generate(_convs(4), SamplingParams(max_new_tokens=12, temperature=1.0))
+        assert _max_gap(policy, out, 1.0) < TOL
+        # The edit mattered: the checkpoint on disk scores these samples differently.
+        disk = HFPolicy(lm_path)
+        assert _max_gap(disk, out, 1.0) > DRIFT
+    finally:
+        engine.close()
+
+
 def test_lora_sync_serves_each_agents_adapter_on_one_engine(lm_path):
     policies = HFPolicy.shared_lora(lm_path, ["helper", "main"], seed=0)
     engine = VLLMPolicy.for_trainable(list(policies.values()), config=_config())
