@@ -4,11 +4,13 @@
 - :class:`ScriptedPolicy`: a plain Python function; always frozen.
 - :class:`HFPolicy`: a local ``transformers`` model, optionally LoRA adapters sharing one base.
 - :class:`OpenAIPolicy`: any OpenAI-compatible chat-completions server; always frozen.
+- :class:`VLLMPolicy`: a ``vllm.LLM`` engine in process, for frozen agents and as the sampler of
+  trainable :class:`HFPolicy` objects (weights synced after each update); needs vLLM.
 - :func:`build_tiny_lm`: an offline tiny LM + tokenizer for tests and CPU demos.
 - :func:`build_policy`: any of them from a spec string (``hf:PATH``, ``openai:MODEL@URL``,
   ``scripted:module:fn``; see :mod:`llm_marl.policies.factory`).
 
-The heavy backends (torch, transformers, requests) are imported on first use, so
+The heavy backends (torch, transformers, requests, vllm) are imported on first use, so
 ``import llm_marl.policies`` stays cheap.
 """
 
@@ -36,12 +38,15 @@ if TYPE_CHECKING:
     from llm_marl.policies.openai import OpenAIPolicy
     from llm_marl.policies.serve import PolicyServer
     from llm_marl.policies.tiny import build_tiny_lm
+    from llm_marl.policies.vllm import VLLMConfig, VLLMPolicy
 
 _LAZY = {
     "HFPolicy": "llm_marl.policies.hf",
     "OpenAIPolicy": "llm_marl.policies.openai",
     "PolicyServer": "llm_marl.policies.serve",
     "build_tiny_lm": "llm_marl.policies.tiny",
+    "VLLMConfig": "llm_marl.policies.vllm",
+    "VLLMPolicy": "llm_marl.policies.vllm",
 }
 
 __all__ = [
@@ -57,6 +62,8 @@ __all__ = [
     "ScriptedPolicy",
     "TokenContext",
     "TrainablePolicy",
+    "VLLMConfig",
+    "VLLMPolicy",
     "build_policy",
     "build_tiny_lm",
     "parse_policy_spec",

