@@ -47,10 +47,11 @@ def group_advantages(
 ) -> list[float]:
     """Group-relative advantages of one group's rewards (see the module docstring).
 
-    >>> group_advantages([1.0, 0.0, 0.0, 1.0])
-    [0.5, -0.5, -0.5, 0.5]
-    >>> [round(a, 3) for a in group_advantages([1.0, 0.0, 0.0], baseline="rloo")]
-    [1.0, -0.5, -0.5]
+    Examples:
+        >>> group_advantages([1.0, 0.0, 0.0, 1.0])
+        [0.5, -0.5, -0.5, 0.5]
+        >>> [round(a, 3) for a in group_advantages([1.0, 0.0, 0.0], baseline="rloo")]
+        [1.0, -0.5, -0.5]
     """
     check_baseline(baseline, scale)
     r = [float(x) for x in rewards]

@@ -192,9 +192,10 @@ class ScriptedPolicy:
 
     Useful for frozen partners with known behaviour, tests and baselines. Always frozen.
 
-    >>> echo = ScriptedPolicy(lambda conv: conv[-1]["content"].upper())
-    >>> echo.generate([[{"role": "user", "content": "hi"}]], SamplingParams())[0].text
-    'HI'
+    Examples:
+        >>> echo = ScriptedPolicy(lambda conv: conv[-1]["content"].upper())
+        >>> echo.generate([[{"role": "user", "content": "hi"}]], SamplingParams())[0].text
+        'HI'
     """
 
     trainable = False

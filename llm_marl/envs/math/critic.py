@@ -47,7 +47,7 @@ Prompts
     ``revise_user`` (``{problem}``, ``{draft}``, ``{critique}``) overrides
     :data:`llm_marl.envs.math.prompts.CRITIC_PROMPTS`. An empty system prompt sends none.
 
-Training: ``examples/train_agentpo.py --topology critic`` (critic trainable, actor frozen).
+Training: ``llm-marl train --algo agentpo --preset agentpo-math-critic`` (critic trainable, actor frozen).
 Evaluation: :func:`llm_marl.eval.math.math_eval` with ``critic_policy=``.
 
 >>> import llm_marl

@@ -36,7 +36,7 @@ Prompts
     overrides :data:`llm_marl.envs.math.prompts.HINT_PROMPTS`. ``hint_user`` may use
     ``{problem}``; ``actor_user`` ``{problem}`` and ``{hint}``. An empty system prompt sends none.
 
-Training: ``examples/train_agentpo.py --topology hint`` (hint trainable, actor frozen: a local
+Training: ``llm-marl train --algo agentpo --preset agentpo-math-hint`` (hint trainable, actor frozen: a local
 model, ``OpenAIPolicy`` or vLLM). Evaluation: :func:`llm_marl.eval.math.math_eval`.
 
 >>> import llm_marl
