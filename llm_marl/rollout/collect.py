@@ -65,6 +65,14 @@ def collect(
         progress: show a progress bar over finished episodes.
         on_generate: called as ``on_generate(policy, batch_size)`` after each generate call
             (metrics, tests).
+
+    Faults never crash the batch: an episode whose policy request fails (:class:`PolicyError`;
+    with OpenAIPolicy only the conversations that failed), whose env raises in ``reset`` or
+    ``step``, or whose env reports ``infos[agent]["error"]`` is truncated with ``episode.error``
+    set and the others go on. A ``RuntimeWarning`` sums up the losses when at least
+    ``FAILED_WARN_FRACTION`` of the episodes failed. Only when the env raised in *every*
+    episode is its first exception re-raised: that is a bug in the env, not one bad episode.
+    ``KeyboardInterrupt`` and other ``BaseException`` s always propagate.
     """
     if not isinstance(group_size, int) or group_size < 1:
         raise ValueError(f"group_size must be an int >= 1, got {group_size!r}")
@@ -179,9 +187,11 @@ class _Collector:
         infos: list[Any] = [{}] * n
         live = [False] * n
         bar = tqdm(total=n, desc="collect", unit="ep", disable=not progress, leave=False)
+        env_failures: list[Exception] = []
         for k, result in enumerate(results):
             if isinstance(result, _EnvFailure):
                 self._fail(k, result.message)
+                env_failures.append(result.exc)
                 bar.update(1)
                 continue
             obs[k], infos[k] = result
@@ -222,6 +232,7 @@ class _Collector:
             for k, result in zip(stepped, step_results):
                 if isinstance(result, _EnvFailure):
                     self._fail(k, result.message)
+                    env_failures.append(result.exc)
                     live[k] = False
                     bar.update(1)
                     continue
@@ -234,6 +245,9 @@ class _Collector:
                     bar.update(1)
             step += 1
         bar.close()
+        if len(env_failures) == n:
+            # Not one episode survived its env: a bug in the env, not a fault of one episode.
+            raise env_failures[0]
         self._warn_if_many_failed()
         return self.episodes
 
@@ -248,7 +262,7 @@ class _Collector:
             try:
                 return fn(k)
             except Exception as exc:  # noqa: BLE001 - reported on the episode, not swallowed
-                return _EnvFailure(f"env raised {type(exc).__name__}: {exc}")
+                return _EnvFailure(exc)
 
         todo = list(indices)
         if len(todo) <= 1 or self.vec.max_workers <= 1:
@@ -389,10 +403,11 @@ def _step_env(vec: VectorEnv, actions: list[dict[str, str] | None], k: int) -> A
 class _EnvFailure:
     """An exception an env raised in ``reset``/``step``, as a value (the batch goes on)."""
 
-    __slots__ = ("message",)
+    __slots__ = ("exc", "message")
 
-    def __init__(self, message: str) -> None:
-        self.message = message
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+        self.message = f"env raised {type(exc).__name__}: {exc}"
 
 
 class _Identity:

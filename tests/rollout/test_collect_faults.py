@@ -216,3 +216,14 @@ def test_collect_through_a_failing_frozen_partner(frozen):
         eps = collect(factory, {visible: HONEST[visible]}, group_size=2, progress=False)
     assert len(eps) == 8 and all(not e.ok and "server down" in e.error for e in eps)
     assert all(e.total_reward == 0.0 and e.truncated for e in eps)
+
+
+@pytest.mark.parametrize("where", ["reset", "step"])
+def test_an_env_that_raises_in_every_episode_is_a_bug_and_raises(where):
+    class Broken(Exploding):
+        def _bad(self) -> bool:
+            return True
+
+    factory = lambda: Broken(llm_marl.make("referential-v0"), where, ValueError("env bug"))  # noqa: E731
+    with pytest.raises(ValueError, match="env bug"):
+        collect(factory, HONEST, group_size=2, progress=False)
