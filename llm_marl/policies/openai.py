@@ -72,12 +72,12 @@ def _decode_json(body: bytes) -> Any:
     # json.loads raises ValueError (and UnicodeDecodeError, a ValueError) on the rest.
 
 
-def _server_message(body: bytes, reason: str = "") -> str:
+def _server_message(body: bytes) -> str:
     """The error message of an OpenAI-style error body, else the start of the raw body."""
     try:
         parsed = _decode_json(body)
     except ValueError:
-        return body[:500].decode("utf-8", "replace").strip() or reason
+        return body[:500].decode("utf-8", "replace").strip()
     if isinstance(parsed, dict):
         err = parsed.get("error", parsed)
         if isinstance(err, dict):

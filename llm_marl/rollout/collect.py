@@ -261,7 +261,7 @@ class _Collector:
         def guarded(k: int) -> Any:
             try:
                 return fn(k)
-            except Exception as exc:  # noqa: BLE001 - reported on the episode, not swallowed
+            except Exception as exc:  # reported on the episode, not swallowed
                 return _EnvFailure(exc)
 
         todo = list(indices)
