@@ -34,3 +34,117 @@ def tiny_policy(tiny_lm_path: str):
     from llm_marl.policies.hf import HFPolicy
 
     return HFPolicy(tiny_lm_path, name="tiny", seed=0)
+
+
+class RawHttpServer:
+    """An HTTP/1.1 server on 127.0.0.1 that answers each request with raw bytes a test scripts.
+
+    ``respond(n, body)`` gets the request number (from 1) and the decoded JSON body and returns
+    the bytes to send (then the connection closes), or a callable ``f(conn, stopping)`` that
+    writes to the socket itself (to trickle, hang or reset). It can break HTTP in ways no real
+    framework would (torn bodies, bad chunking, bad gzip). Stopped by the fixture; handlers that
+    wait should wait on ``stopping`` so that teardown ends them.
+    """
+
+    def __init__(self, respond) -> None:
+        import socket
+        import threading
+
+        self.respond = respond
+        self.requests = 0
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(32)
+        self._sock.settimeout(0.1)
+        self.port = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self._conns: list = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        import threading
+
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                continue
+            with self._lock:
+                self._conns.append(conn)
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn) -> None:
+        import contextlib
+        import json
+
+        with contextlib.suppress(OSError), conn:
+            conn.settimeout(10)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value.strip())
+            while len(body) < length:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                body += chunk
+            with self._lock:
+                self.requests += 1
+                number = self.requests
+            answer = self.respond(number, json.loads(body or b"null"))
+            if callable(answer):
+                answer(conn, self.stopping)
+            else:
+                conn.sendall(answer)
+
+    def close(self) -> None:
+        import contextlib
+        import socket
+
+        self.stopping.set()
+        self._thread.join(timeout=2)
+        self._sock.close()
+        with self._lock:
+            for conn in self._conns:
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+
+
+def http_reply(body: bytes, status: str = "200 OK", headers: dict | None = None) -> bytes:
+    """A raw HTTP response; ``Content-Length`` is the body's unless ``headers`` sets it."""
+    fields = {"Content-Type": "application/json", "Content-Length": str(len(body))}
+    fields.update(headers or {})
+    head = f"HTTP/1.1 {status}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields.items())
+    return head.encode() + b"Connection: close\r\n\r\n" + body
+
+
+@pytest.fixture
+def raw_http_server():
+    """``raw_http_server(respond)`` starts a :class:`RawHttpServer`; all stop at teardown."""
+    servers: list[RawHttpServer] = []
+
+    def start(respond) -> RawHttpServer:
+        server = RawHttpServer(respond)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture
+def http_reply_bytes():
+    """The :func:`http_reply` helper, as a fixture (test modules cannot import conftest)."""
+    return http_reply

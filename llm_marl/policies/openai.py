@@ -2,10 +2,15 @@
 
 Works with the OpenAI API and with local servers that speak the same protocol (vLLM, SGLang,
 llama.cpp, Ollama, :mod:`llm_marl.policies.serve`). One HTTP request per conversation, sent
-concurrently from a bounded thread pool; 429 / 5xx / connection errors / timeouts are retried
-with exponential backoff and jitter (``Retry-After`` is honoured); other 4xx answers fail at
-once. Every failure surfaces as a :class:`~llm_marl.policies.base.PolicyError` naming the URL,
-so a rollout can tell an infrastructure problem from a bad answer.
+concurrently from a bounded thread pool; 429 / 5xx / connection errors / deadlines / torn
+bodies are retried with exponential backoff and jitter (``Retry-After`` is honoured); other 4xx
+answers fail at once. ``timeout`` is a deadline for the whole request (a server that trickles
+its answer byte by byte cannot stretch it) and the body is read up to ``max_response_bytes``.
+Every failure, of the transport (truncated body, bad chunked encoding, bad gzip) or of the
+reply's shape (deeply nested JSON, a message that is not an object, content that is neither
+text nor a list of text parts, no message at all), surfaces as a
+:class:`~llm_marl.policies.base.PolicyError` naming the URL, so a rollout can tell an
+infrastructure problem from a bad answer.
 
 >>> policy = OpenAIPolicy("gpt-4o-mini")                          # doctest: +SKIP
 >>> policy = OpenAIPolicy("tiny", base_url="http://127.0.0.1:8000/v1")  # no key needed locally
@@ -13,7 +18,7 @@ so a rollout can tell an infrastructure problem from a bad answer.
 
 from __future__ import annotations
 
-import email.utils
+import json
 import os
 import random
 import threading
@@ -30,48 +35,102 @@ from llm_marl.policies.base import (
     SamplingParams,
     TokenContext,
 )
+from llm_marl.tools.http import HttpError, http_request, retry_after_seconds
 
-__all__ = ["OpenAIPolicy"]
+__all__ = ["BatchPolicyError", "OpenAIPolicy"]
 
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "0.0.0.0"}
 
 
 class _Retryable(Exception):
-    """A failed attempt worth retrying (429, 5xx, connection error, timeout)."""
+    """A failed attempt worth retrying (429, 5xx, connection error, deadline, torn body)."""
 
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
 
 
-def _parse_retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delta-seconds or an HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+class BatchPolicyError(PolicyError):
+    """Some conversations of one :meth:`OpenAIPolicy.generate` call failed for good, others not.
+
+    ``results[i]`` is the :class:`Completion` of conversation ``i``, or the message of its
+    failure: :func:`~llm_marl.rollout.collect` uses it to drop only the episodes whose request
+    failed. Caught as a plain :class:`PolicyError`, the whole batch counts as failed.
+    """
+
+    def __init__(self, message: str, results: list[Completion | str]) -> None:
+        super().__init__(message)
+        self.results = results
 
 
-def _server_message(response: Any) -> str:
+def _decode_json(body: bytes) -> Any:
+    """JSON from bytes; ValueError on anything that is not JSON (deep nesting included)."""
+    try:
+        return json.loads(body)
+    except RecursionError:  # json recurses once per nesting level
+        raise ValueError("JSON nested too deeply") from None
+    # json.loads raises ValueError (and UnicodeDecodeError, a ValueError) on the rest.
+
+
+def _server_message(body: bytes) -> str:
     """The error message of an OpenAI-style error body, else the start of the raw body."""
     try:
-        body = response.json()
+        parsed = _decode_json(body)
     except ValueError:
-        return response.text[:500].strip() or response.reason or ""
-    if isinstance(body, dict):
-        err = body.get("error", body)
+        return body[:500].decode("utf-8", "replace").strip()
+    if isinstance(parsed, dict):
+        err = parsed.get("error", parsed)
         if isinstance(err, dict):
             return str(err.get("message") or err)[:500]
         return str(err)[:500]
-    return str(body)[:500]
+    return str(parsed)[:500]
+
+
+def _message_text(content: Any) -> str:
+    """The text of a message's ``content``: a string, null, or a list of content parts.
+
+    The API defines a list of parts (``{"type": "text", "text": ...}``, ``{"type": "refusal",
+    "refusal": ...}``) as the concatenation of their texts. Anything else is a malformed reply.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if not isinstance(part, dict):
+                raise ValueError(f"a content part is a {type(part).__name__}, not an object")
+            kind = part.get("type", "text")
+            text = part.get(kind) if kind in ("text", "refusal") else None
+            if not isinstance(text, str):
+                raise ValueError(f"content part of type {kind!r} carries no text")
+            texts.append(text)
+        return "".join(texts)
+    raise ValueError(f"message content is a {type(content).__name__}, not a string or a list")
+
+
+def _parse_completion(body: bytes) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """``(body, choice, text)`` of a chat completion; ValueError naming what is malformed."""
+    parsed = _decode_json(body)
+    if not isinstance(parsed, dict):
+        raise ValueError(f"the body is a JSON {type(parsed).__name__}, not an object")
+    choices = parsed.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise ValueError("no 'choices' list")
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        raise ValueError(f"choices[0] is a {type(choice).__name__}, not an object")
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        # A missing message is not an empty answer: scoring it as one would blame the model.
+        raise ValueError(f"choices[0].message is {type(message).__name__}, not an object")
+    if "content" not in message and not message.get("tool_calls"):
+        raise ValueError("choices[0].message has neither 'content' nor 'tool_calls'")
+    text = _message_text(message.get("content"))
+    if not isinstance(choice.get("finish_reason"), (str, type(None))):
+        raise ValueError("choices[0].finish_reason is not a string")
+    return parsed, choice, text
 
 
 class OpenAIPolicy:
@@ -82,7 +141,8 @@ class OpenAIPolicy:
         base_url: API root; requests go to ``{base_url}/chat/completions``.
         api_key_env: Environment variable that holds the API key. Required unless ``base_url``
             points at localhost / 127.0.0.1 (then a key is sent only if the variable is set).
-        timeout: Seconds to wait for the connection and for the server's answer, per attempt.
+        timeout: Deadline in seconds for one attempt as a whole: connect, headers and the whole
+            body (a server that trickles its answer cannot stretch it).
         max_retries: Extra attempts after a retryable failure (429, 5xx, connection, timeout).
         backoff: Base delay in seconds; attempt ``k`` waits ``backoff * 2**k`` (capped at
             ``max_backoff``) with +-50% jitter, or the server's ``Retry-After`` if longer
@@ -95,6 +155,8 @@ class OpenAIPolicy:
         max_tokens_key: Field that carries ``max_new_tokens`` (``"max_completion_tokens"`` for
             OpenAI reasoning models).
         headers: Extra HTTP headers.
+        max_response_bytes: Largest (decoded) response body accepted; a larger one fails the
+            request with a :class:`PolicyError` (it is never parsed).
     """
 
     trainable = False
@@ -115,6 +177,7 @@ class OpenAIPolicy:
         extra_body: Mapping[str, Any] | None = None,
         max_tokens_key: str = "max_tokens",
         headers: Mapping[str, str] | None = None,
+        max_response_bytes: int = 64 * 1024 * 1024,
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty model name")
@@ -122,6 +185,8 @@ class OpenAIPolicy:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if max_response_bytes < 1:
+            raise ValueError(f"max_response_bytes must be >= 1, got {max_response_bytes}")
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
         parsed = urlparse(base_url)
@@ -137,6 +202,7 @@ class OpenAIPolicy:
         self.max_backoff = float(max_backoff)
         self.max_retry_after = float(max_retry_after)
         self.max_concurrency = int(max_concurrency)
+        self.max_response_bytes = int(max_response_bytes)
         self.extra_body = dict(extra_body or {})
         self.max_tokens_key = max_tokens_key
         self.api_key_env = api_key_env
@@ -152,27 +218,11 @@ class OpenAIPolicy:
         self._headers = {"Content-Type": "application/json", **dict(headers or {})}
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
-        self._local = threading.local()
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._jitter = random.Random()
 
     # ------------------------------------------------------------------ plumbing
-
-    def _session(self) -> Any:
-        """One ``requests.Session`` per worker thread (sessions are not thread-safe)."""
-        session = getattr(self._local, "session", None)
-        if session is None:
-            import requests
-            from requests.adapters import HTTPAdapter
-
-            session = requests.Session()
-            # Our own retry loop handles failures; urllib3 must not retry behind our back.
-            adapter = HTTPAdapter(pool_connections=1, pool_maxsize=1, max_retries=0)
-            session.mount("http://", adapter)
-            session.mount("https://", adapter)
-            self._local.session = session
-        return session
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:
@@ -216,22 +266,37 @@ class OpenAIPolicy:
         return body
 
     def _attempt(self, payload: dict[str, Any]) -> Completion:
-        import requests
-
-        start = time.monotonic()
         try:
-            response = self._session().post(
-                self.url, json=payload, headers=self._headers, timeout=self.timeout
+            response = http_request(
+                "POST",
+                self.url,
+                timeout=self.timeout,
+                max_bytes=self.max_response_bytes,
+                headers=self._headers,
+                json_body=payload,
             )
-        except requests.Timeout:
-            raise _Retryable(f"no answer within timeout={self.timeout:g}s") from None
-        except requests.ConnectionError as exc:
-            raise _Retryable(f"connection error: {exc}") from None
-        status = response.status_code
+        except HttpError as exc:
+            if exc.kind == "deadline":
+                raise _Retryable(
+                    f"no complete answer within timeout={self.timeout:g}s "
+                    "(a deadline for the whole request)"
+                ) from None
+            if exc.kind == "invalid_url":
+                raise PolicyError(f"{self.url}: {exc}") from None
+            # Refused connections, resets, torn or undecodable bodies (bad chunking, bad gzip,
+            # a body shorter than its Content-Length): the server's fault, maybe transient.
+            what = "connection" if exc.kind == "connect" else "protocol"
+            raise _Retryable(f"{what} error: {exc}") from None
+        status = response.status
+        if not response.complete:
+            raise PolicyError(
+                f"{self.url} sent a body larger than max_response_bytes="
+                f"{self.max_response_bytes} (HTTP {status}); raise the cap if this is expected"
+            )
         if status == 429 or status >= 500:
             raise _Retryable(
-                f"HTTP {status}: {_server_message(response)}",
-                _parse_retry_after(response.headers.get("Retry-After")),
+                f"HTTP {status}: {_server_message(response.body)}",
+                retry_after_seconds(response.headers.get("retry-after")),
             )
         if status != 200:
             hint = ""
@@ -239,28 +304,29 @@ class OpenAIPolicy:
                 hint = f" (check the API key in ${self.api_key_env})"
             raise PolicyError(
                 f"{self.url} rejected the request with HTTP {status}: "
-                f"{_server_message(response)}{hint}"
+                f"{_server_message(response.body)}{hint}"
             )
         try:
-            body = response.json()
-            choice = body["choices"][0]
-            message = choice.get("message") or {}
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+            body, choice, text = _parse_completion(response.body)
+        except ValueError as exc:
             raise PolicyError(
-                f"{self.url} returned a body that is not a chat completion: {response.text[:300]!r}"
+                f"{self.url} returned a body that is not a chat completion ({exc}): "
+                f"{response.body[:300]!r}"
             ) from None
         raw_finish = choice.get("finish_reason")
+        usage = body.get("usage")
         metadata: dict[str, Any] = {
-            "usage": body.get("usage") or {},
+            "usage": usage if isinstance(usage, dict) else {},
             "model": body.get("model"),
             "id": body.get("id"),
             "finish_reason_raw": raw_finish,
-            "latency_s": time.monotonic() - start,
+            "latency_s": response.elapsed,
         }
+        message = choice["message"]
         if message.get("tool_calls"):
             metadata["tool_calls"] = message["tool_calls"]
         return Completion(
-            text=message.get("content") or "",
+            text=text,
             finish_reason="length" if raw_finish == "length" else "stop",
             metadata=metadata,
         )
@@ -282,6 +348,15 @@ class OpenAIPolicy:
                     delay = max(delay, min(exc.retry_after, self.max_retry_after))
                 time.sleep(delay)
                 continue
+            except PolicyError:
+                raise
+            except Exception as exc:
+                # No fault of the server's reply may escape as a raw library error: whatever
+                # requests/urllib3/json raise that the branches above do not name is still
+                # the backend failing, never the model's answer.
+                raise PolicyError(
+                    f"request to {self.url} failed: {type(exc).__name__}: {exc}"
+                ) from exc
             completion.metadata["attempts"] = attempt + 1
             return completion
         raise AssertionError("unreachable")  # pragma: no cover
@@ -305,12 +380,26 @@ class OpenAIPolicy:
         for i, conv in enumerate(conversations):
             seed = None if sampling.seed is None else sampling.seed + i
             futures.append(pool.submit(self._complete, self._payload(conv, sampling, seed)))
+        results: list[Completion | str] = []
         try:
-            return [f.result() for f in futures]
+            for f in futures:
+                try:
+                    results.append(f.result())
+                except PolicyError as exc:
+                    results.append(str(exc))
         except BaseException:
             for f in futures:
                 f.cancel()
             raise
+        failed = [r for r in results if isinstance(r, str)]
+        if failed:
+            summary = (
+                failed[0]
+                if len(results) == 1
+                else (f"{len(failed)} of {len(results)} request(s) failed; first: {failed[0]}")
+            )
+            raise BatchPolicyError(summary, results)
+        return [r for r in results if not isinstance(r, str)]
 
     def __repr__(self) -> str:
         return f"OpenAIPolicy({self.model!r}, base_url={self.base_url!r})"

@@ -186,6 +186,23 @@ class PolicyServer:
         }
 
 
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""Largest request body the server reads (a chat request is text; 64 MiB is far above any)."""
+
+
+def _content_length(value: str | None) -> int | str:
+    """The body length from a ``Content-Length`` header, or a message saying why it is bad."""
+    if value is None or not value.strip():
+        return 0
+    text = value.strip()
+    # int() would accept "+5", "1_000" and surrounding spaces; HTTP allows digits only.
+    if not text.isascii() or not text.isdigit():
+        return f"Content-Length must be a non-negative integer, got {value[:40]!r}"
+    if len(text) > 12 or int(text) > MAX_BODY_BYTES:
+        return f"request body too large: at most {MAX_BODY_BYTES} bytes are accepted"
+    return int(text)
+
+
 class _Handler(BaseHTTPRequestHandler):
     owner: PolicyServer
     protocol_version = "HTTP/1.1"
@@ -222,13 +239,22 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         number = self.owner._enter()
         try:
-            length = int(self.headers.get("Content-Length") or 0)
+            length = _content_length(self.headers.get("Content-Length"))
+            if isinstance(length, str):
+                # The body's end is unknown, so the connection cannot be reused: answer, close.
+                self.close_connection = True
+                status = 413 if length.startswith("request body too large") else 400
+                self._error(status, length, "invalid_request_error")
+                return
             raw = self.rfile.read(length) if length else b""
             if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
                 self._error(404, f"no route {self.path}", "not_found")
                 return
             try:
                 body = json.loads(raw or b"null")
+            except RecursionError:  # json recurses once per nesting level
+                self._error(400, "request body is nested too deeply", "invalid_request_error")
+                return
             except ValueError:
                 self._error(400, "request body is not valid JSON", "invalid_request_error")
                 return

@@ -13,6 +13,8 @@ task-major (task 0's G copies, then task 1's, ...).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -63,6 +65,14 @@ def collect(
         progress: show a progress bar over finished episodes.
         on_generate: called as ``on_generate(policy, batch_size)`` after each generate call
             (metrics, tests).
+
+    Faults never crash the batch: an episode whose policy request fails (:class:`PolicyError`;
+    with OpenAIPolicy only the conversations that failed), whose env raises in ``reset`` or
+    ``step``, or whose env reports ``infos[agent]["error"]`` is truncated with ``episode.error``
+    set and the others go on. A ``RuntimeWarning`` sums up the losses when at least
+    ``FAILED_WARN_FRACTION`` of the episodes failed. Only when the env raised in *every*
+    episode is its first exception re-raised: that is a bug in the env, not one bad episode.
+    ``KeyboardInterrupt`` and other ``BaseException`` s always propagate.
     """
     if not isinstance(group_size, int) or group_size < 1:
         raise ValueError(f"group_size must be an int >= 1, got {group_size!r}")
@@ -170,21 +180,36 @@ class _Collector:
         n = len(vec)
         seeds = [None if self.seed is None else self.seed + k for k in range(n)]
         options = [{"task": task} for _, task in self.slots]
-        results = vec.reset(seeds=seeds, options=options)
-        obs = [r[0] for r in results]
-        infos = [r[1] for r in results]
-        live = [bool(vec.envs[k].agents) for k in range(n)]
+        results = self._each_env(
+            lambda k: vec.envs[k].reset(seed=seeds[k], options=options[k]), range(n)
+        )
+        obs: list[Any] = [{}] * n
+        infos: list[Any] = [{}] * n
+        live = [False] * n
         bar = tqdm(total=n, desc="collect", unit="ep", disable=not progress, leave=False)
-        for k in range(n):  # setup_episode raised InfrastructureError: nobody can act
+        env_failures: list[Exception] = []
+        for k, result in enumerate(results):
+            if isinstance(result, _EnvFailure):
+                self._fail(k, result.message)
+                env_failures.append(result.exc)
+                bar.update(1)
+                continue
+            obs[k], infos[k] = result
+            live[k] = bool(vec.envs[k].agents)
+            # setup_episode raised InfrastructureError (or a frozen partner failed): nobody acts
             error = next((i["error"] for i in infos[k].values() if i.get("error")), None)
-            if live[k] and error is not None:
+            if error is not None:
                 self._fail(k, error)
                 live[k] = False
                 bar.update(1)
         step = 0
         while any(live):
             actions: list[dict[str, str] | None] = [None] * n
-            requests = self._requests(obs, infos, live)
+            requests, stuck = self._requests(obs, infos, live)
+            for k in stuck:  # an env bug; it costs this episode only
+                self._fail(k, f"env #{k} is live but no agent is active")
+                live[k] = False
+                bar.update(1)
             for k in range(n):
                 if live[k]:
                     actions[k] = {}
@@ -202,8 +227,14 @@ class _Collector:
                 live[k] = False
                 actions[k] = None
                 bar.update(1)
-            for k, result in enumerate(vec.step(actions)):
-                if result is None:
+            stepped = [k for k in range(n) if actions[k] is not None]
+            step_results = self._each_env(functools.partial(_step_env, vec, actions), stepped)
+            for k, result in zip(stepped, step_results):
+                if isinstance(result, _EnvFailure):
+                    self._fail(k, result.message)
+                    env_failures.append(result.exc)
+                    live[k] = False
+                    bar.update(1)
                     continue
                 obs[k], rewards, terms, truncs, infos[k] = result
                 ep = self.episodes[k]
@@ -214,23 +245,57 @@ class _Collector:
                     bar.update(1)
             step += 1
         bar.close()
+        if len(env_failures) == n:
+            # Not one episode survived its env: a bug in the env, not a fault of one episode.
+            raise env_failures[0]
+        self._warn_if_many_failed()
         return self.episodes
 
+    def _each_env(self, fn: Callable[[int], Any], indices: Sequence[int]) -> list[Any]:
+        """``fn(k)`` for each env, concurrently; an exception fails only env ``k``'s episode.
+
+        Env code handles untrusted model output and talks to sandboxes and graders: one env that
+        raises must not throw away the other episodes of the batch (nor the steps they made).
+        """
+
+        def guarded(k: int) -> Any:
+            try:
+                return fn(k)
+            except Exception as exc:  # reported on the episode, not swallowed
+                return _EnvFailure(exc)
+
+        todo = list(indices)
+        if len(todo) <= 1 or self.vec.max_workers <= 1:
+            return [guarded(k) for k in todo]
+        return list(self.vec.pool.map(guarded, todo))
+
+    def _warn_if_many_failed(self) -> None:
+        failed = [ep for ep in self.episodes if ep.error is not None]
+        n = len(self.episodes)
+        if failed and len(failed) >= max(1.0, FAILED_WARN_FRACTION * n):
+            warnings.warn(
+                f"collect: {len(failed)} of {n} episode(s) failed and were truncated (their "
+                f"samples are dropped, never scored). First error: {failed[0].error}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+
     def _requests(self, obs, infos, live):
-        """Active (env, agent) pairs grouped by (policy, sampling): one generate call each."""
+        """Active (env, agent) pairs grouped by (policy, sampling): one generate call each; and
+        the live envs where nobody is active (an env bug)."""
         requests: dict[tuple[Any, SamplingParams], list[tuple[int, str]]] = {}
+        stuck: list[int] = []
         for k, alive in enumerate(live):
             if not alive:
                 continue
-            active = [a for a in self.vec.envs[k].agents if infos[k][a]["active"]]
+            active = [a for a in self.vec.envs[k].agents if infos[k].get(a, {}).get("active")]
             if not active:
-                raise RuntimeError(
-                    f"env #{k} ({self.episodes[k].task_id}) is live but no agent is active"
-                )
+                stuck.append(k)
+                continue
             for agent in active:
                 key = (_Identity(self.policies[agent]), self.sampling[agent])
                 requests.setdefault(key, []).append((k, agent))
-        return {(key[0].obj, key[1]): reqs for key, reqs in requests.items()}
+        return {(key[0].obj, key[1]): reqs for key, reqs in requests.items()}, stuck
 
     def _generate(self, policy, sampling, reqs, obs, step) -> list[Completion | str]:
         if self.seed is not None and sampling.seed is None:
@@ -244,6 +309,14 @@ class _Collector:
         try:
             completions = policy.generate(conversations, sampling, contexts)
         except PolicyError as err:
+            # A backend that says which replies failed (OpenAIPolicy's BatchPolicyError) costs
+            # only those episodes; otherwise every episode of the batch is touched.
+            partial = getattr(err, "results", None)
+            if isinstance(partial, list) and len(partial) == len(reqs):
+                return [
+                    c if isinstance(c, Completion) else f"policy {name!r} failed: {c}"
+                    for c in partial
+                ]
             return [f"policy {name!r} failed: {err}"] * len(reqs)
         if self.on_generate is not None:
             self.on_generate(policy, len(reqs))
@@ -314,6 +387,27 @@ class _Collector:
         ep = self.episodes[k]
         ep.truncated = True
         ep.error = error
+
+
+FAILED_WARN_FRACTION = 0.1
+"""``collect`` warns when at least this fraction of its episodes failed (infrastructure, policy
+backend or env errors); a few lost episodes in a long run are normal and stay quiet."""
+
+
+def _step_env(vec: VectorEnv, actions: list[dict[str, str] | None], k: int) -> Any:
+    action = actions[k]
+    assert action is not None  # only envs with actions are stepped
+    return vec.envs[k].step(action)
+
+
+class _EnvFailure:
+    """An exception an env raised in ``reset``/``step``, as a value (the batch goes on)."""
+
+    __slots__ = ("exc", "message")
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+        self.message = f"env raised {type(exc).__name__}: {exc}"
 
 
 class _Identity:

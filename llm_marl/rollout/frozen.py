@@ -12,7 +12,7 @@ from typing import Any
 from pettingzoo import ParallelEnv
 
 from llm_marl.envs.wrappers import ParallelEnvWrapper
-from llm_marl.policies.base import Policy, SamplingParams
+from llm_marl.policies.base import Policy, PolicyError, SamplingParams
 
 
 class FrozenAgents(ParallelEnvWrapper):
@@ -24,7 +24,10 @@ class FrozenAgents(ParallelEnvWrapper):
     what the visible agents receive on their next step (or at reset, to the first step).
 
     The frozen completions of the current episode are in ``wrapper.frozen_turns`` as
-    ``(agent, text)`` pairs. For many envs at once, prefer :func:`llm_marl.rollout.collect`
+    ``(agent, text)`` pairs. A frozen policy that fails (:class:`PolicyError`: server down,
+    malformed reply) truncates the episode with ``infos[agent]["error"]`` set and reward 0, like
+    any infrastructure failure (during ``reset``: reported in the infos, and the next ``step``
+    truncates). For many envs at once, prefer :func:`llm_marl.rollout.collect`
     with all policies: it batches frozen agents across envs too.
     """
 
@@ -50,6 +53,7 @@ class FrozenAgents(ParallelEnvWrapper):
         self.sampling = sampling or SamplingParams()
         self._visible = visible
         self._pending_reward = 0.0
+        self._failed: tuple[dict[str, Any], dict[str, Any]] | None = None
         self.frozen_turns: list[tuple[str, str]] = []
 
     @property
@@ -58,25 +62,39 @@ class FrozenAgents(ParallelEnvWrapper):
 
     @property
     def agents(self) -> list[str]:
+        if self._failed is not None:  # a frozen policy failed at reset; the next step ends it
+            return list(self._failed[0])
         return [a for a in self.env.agents if a not in self.frozen]
 
     def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None):
         self._pending_reward = 0.0
+        self._failed = None
         self.frozen_turns = []
         obs, infos = self.env.reset(seed=seed, options=options)
         result = self._play_frozen(obs, infos)
         if result is not None:  # the frozen agents ended the episode before anyone else acted
             obs, _, _, _, infos = result
-        return self._visible_only(obs), self._visible_only(infos)
+        obs, infos = self._visible_only(obs), self._visible_only(infos)
+        if any(info.get("error") for info in infos.values()):
+            # Like an env whose setup_episode failed: report it now, truncate at the next step.
+            self.unwrapped.end_episode()
+            self._failed = (obs, infos)
+        return obs, infos
 
     def step(self, actions: Mapping[str, str]):
         frozen_keys = [a for a in actions if a in self.frozen]
         if frozen_keys:
             raise ValueError(f"agents {frozen_keys} are frozen; their actions come from policies")
+        if self._failed is not None:
+            obs, infos = self._failed
+            self._failed = None
+            return _truncated(obs, infos)
         obs, rewards, terms, truncs, infos = self.env.step(actions)
         carried = self._pending_reward
         self._pending_reward = 0.0
         more = self._play_frozen(obs, infos)
+        if more is not None and any(info.get("error") for info in more[4].values()):
+            return _truncated(self._visible_only(more[0]), self._visible_only(more[4]))
         if more is not None:
             obs, more_rewards, terms, truncs, infos = more
             rewards = {a: rewards.get(a, 0.0) + more_rewards.get(a, 0.0) for a in rewards}
@@ -93,7 +111,15 @@ class FrozenAgents(ParallelEnvWrapper):
                 break
             actions = {}
             for agent in active:
-                completion = self.frozen[agent].generate([obs[agent]], self.sampling)[0]
+                try:
+                    completion = self.frozen[agent].generate([obs[agent]], self.sampling)[0]
+                except PolicyError as err:
+                    # The README's promise for infrastructure failures: the episode is
+                    # truncated with infos[agent]["error"] set, and never scored.
+                    self.unwrapped.end_episode()
+                    error = f"frozen policy for {agent!r} failed: {err}"
+                    infos = {a: {**i, "active": False, "error": error} for a, i in infos.items()}
+                    return obs, dict.fromkeys(obs, 0.0), {}, {}, infos
                 actions[agent] = completion.text
                 self.frozen_turns.append((agent, completion.text))
             obs, rewards, terms, truncs, infos = self.env.step(actions)
@@ -109,3 +135,14 @@ class FrozenAgents(ParallelEnvWrapper):
 
     def _visible_only(self, d: Mapping[str, Any]) -> dict[str, Any]:
         return {a: v for a, v in d.items() if a not in self.frozen}
+
+
+def _truncated(obs: dict[str, Any], infos: dict[str, Any]):
+    """The step result of an episode a failed frozen policy cut short: truncated, reward 0."""
+    return (
+        obs,
+        dict.fromkeys(obs, 0.0),
+        dict.fromkeys(obs, False),
+        dict.fromkeys(obs, True),
+        infos,
+    )

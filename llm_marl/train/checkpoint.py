@@ -5,6 +5,10 @@ Layout under ``<output_dir>/checkpoints``::
     step-000010/
         policies/<key>/      one directory per distinct trainable policy (``policy.save``);
                              ``<key>`` joins the names of the agents it plays: "left", "a+b"
+        references/<key>.safetensors
+                             the policy's KL reference model, when it has one (full
+                             fine-tuning): a warm-up may have changed it, and a resumed run
+                             must measure KL to the same reference as the uninterrupted one
         algorithm.pt         ``algorithm.state_dict()`` (optimizers, schedulers, counters)
         rng.pt               Python, NumPy and torch RNG states
         trainer.json         step, agent -> key map, anything the trainer adds; written LAST
@@ -12,23 +16,37 @@ Layout under ``<output_dir>/checkpoints``::
 
 A checkpoint is built in a temporary sibling directory and renamed into place, then ``latest``
 is replaced (also by rename), so a run killed at any moment leaves either the previous or the new
-checkpoint, never a torn one. Frozen policies are not saved: they never change.
+checkpoint, never a torn one. Frozen policies are not saved: they never change. Temporary
+directories a killed save left behind are removed by the next save or resume.
+
+Loading checks every file before it changes anything it can check (JSON, RNG states); a corrupt
+or truncated file raises :class:`~llm_marl.errors.CheckpointError` naming the checkpoint and the
+file. :func:`resume_latest` then falls back to the previous complete checkpoint, with a warning.
+A full disk while saving raises a :class:`CheckpointError` that says "no space left" and where.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
+import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+from llm_marl.errors import CheckpointError
 
 CHECKPOINT_DIR = "checkpoints"
 LATEST = "latest"
 TRAINER_FILE = "trainer.json"
+REFERENCES = "references"
+_STEP_NAME = re.compile(r"step-\d{6,}")
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 
 
 def policy_keys(policies: Mapping[str, Any]) -> dict[str, str]:
@@ -55,6 +73,28 @@ def rng_state() -> dict[str, Any]:
     return state
 
 
+def check_rng_state(state: Any) -> None:
+    """Raise ``ValueError`` unless ``state`` is a state :func:`set_rng_state` can restore.
+
+    Each part is tried on a scratch generator, so a garbage state is refused before any global
+    generator has changed.
+    """
+    import numpy as np
+    import torch
+
+    if not isinstance(state, Mapping):
+        raise ValueError(f"expected a dict of RNG states, got {type(state).__name__}")
+    missing = [k for k in ("python", "numpy", "torch") if k not in state]
+    if missing:
+        raise ValueError(f"no {', '.join(missing)} RNG state")
+    try:
+        random.Random().setstate(state["python"])
+        np.random.RandomState().set_state(state["numpy"])
+        torch.Generator().set_state(state["torch"])
+    except (TypeError, ValueError, RuntimeError, KeyError, IndexError) as exc:
+        raise ValueError(f"invalid RNG state: {type(exc).__name__}: {exc}") from None
+
+
 def set_rng_state(state: Mapping[str, Any]) -> None:
     import numpy as np
     import torch
@@ -75,12 +115,44 @@ def save_checkpoint(
     *,
     keep: int | None = 2,
 ) -> Path:
-    """Write checkpoint ``step`` atomically; keep only the newest ``keep`` (None: all)."""
+    """Write checkpoint ``step`` atomically; keep only the newest ``keep`` (None: all).
+
+    Raises :class:`CheckpointError` when the disk is full (the previous checkpoint is intact).
+    """
+    root = Path(output_dir) / CHECKPOINT_DIR
+    name = f"step-{step:06d}"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        remove_torn(root)
+        final = _save(root, name, step, policies, algorithm_state, extra)
+        _write_text(root / LATEST, name)
+    except OSError as exc:
+        if exc.errno in _NO_SPACE:
+            previous = latest_checkpoint(output_dir)
+            kept = f"; {previous} is intact" if previous is not None else ""
+            raise CheckpointError(
+                f"no space left on the device of {root} while writing checkpoint {name} "
+                f"({exc.filename or exc}){kept}. Free space there, or pass another output_dir "
+                "and resume from the copied checkpoint."
+            ) from exc
+        raise
+    if keep is not None:
+        for old in sorted(_complete(root), key=_step_of)[:-keep]:
+            if old.name != name:
+                shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _save(
+    root: Path,
+    name: str,
+    step: int,
+    policies: Mapping[str, Any],
+    algorithm_state: Mapping[str, Any],
+    extra: Mapping[str, Any] | None,
+) -> Path:
     import torch
 
-    root = Path(output_dir) / CHECKPOINT_DIR
-    root.mkdir(parents=True, exist_ok=True)
-    name = f"step-{step:06d}"
     final = root / name
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
     try:
@@ -88,7 +160,15 @@ def save_checkpoint(
         saved: set[str] = set()
         for agent, key in keys.items():
             if key not in saved:
-                policies[agent].save(str(tmp / "policies" / key))
+                policy = policies[agent]
+                policy.save(str(tmp / "policies" / key))
+                reference = getattr(policy, "reference_model", None)
+                if reference is not None:
+                    from safetensors.torch import save_model
+
+                    (tmp / REFERENCES).mkdir(exist_ok=True)
+                    # save_model (not save_file) handles tied weights (shared tensors).
+                    save_model(reference, str(tmp / REFERENCES / f"{key}.safetensors"))
                 saved.add(key)
         torch.save(dict(algorithm_state), tmp / "algorithm.pt")
         torch.save(rng_state(), tmp / "rng.pt")
@@ -101,53 +181,132 @@ def save_checkpoint(
         os.replace(tmp, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    _write_text(root / LATEST, name)
-    if keep is not None:
-        for old in sorted(_complete(root))[:-keep]:
-            if old.name != name:
-                shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def remove_torn(root: Path) -> list[Path]:
+    """Delete what a save killed midway left in ``root`` (temporary dirs and files); return it.
+
+    Only the run that owns ``output_dir`` may call this (it does, before saving or resuming):
+    a second process saving into the same directory at the same time is not supported.
+    """
+    removed = []
+    for path in root.glob(".*"):
+        if path.name.startswith(".step-") and path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        elif path.name.startswith(f".{LATEST}.") and path.name.endswith(".tmp"):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def _write_text(path: Path, text: str) -> None:
     """Write a small file atomically (write a temp file, fsync, rename)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _complete(root: Path) -> list[Path]:
-    return [p for p in root.glob("step-*") if p.is_dir() and (p / TRAINER_FILE).is_file()]
+    return [
+        p
+        for p in root.glob("step-*")
+        if _STEP_NAME.fullmatch(p.name) and p.is_dir() and (p / TRAINER_FILE).is_file()
+    ]
 
 
 def latest_checkpoint(output_dir: str | os.PathLike[str]) -> Path | None:
     """The newest complete checkpoint under ``output_dir``, or ``None``."""
+    complete = complete_checkpoints(output_dir)
+    return complete[0] if complete else None
+
+
+def complete_checkpoints(output_dir: str | os.PathLike[str]) -> list[Path]:
+    """Complete checkpoints under ``output_dir``, newest first (the ``latest`` one leads)."""
     root = Path(output_dir) / CHECKPOINT_DIR
     if not root.is_dir():
-        return None
+        return []
+    found = sorted(_complete(root), key=_step_of, reverse=True)
     pointer = root / LATEST
     if pointer.is_file():
-        candidate = root / pointer.read_text(encoding="utf-8").strip()
-        if (candidate / TRAINER_FILE).is_file():
-            return candidate
-    complete = sorted(_complete(root))
-    return complete[-1] if complete else None
+        # A garbage pointer (torn, binary, "../elsewhere") is ignored, never followed.
+        named = pointer.read_text(encoding="utf-8", errors="replace").strip()
+        first = [p for p in found if p.name == named]
+        found = first + [p for p in found if p.name != named]
+    return found
+
+
+def _corrupt(ckpt: Path, file: str, what: str) -> CheckpointError:
+    return CheckpointError(
+        f"checkpoint {ckpt} is corrupt: {ckpt / file} {what}. Delete {ckpt} to resume from "
+        "the previous checkpoint (resume does so by itself when one exists), or start a fresh "
+        "output_dir."
+    )
+
+
+def _torch_load(ckpt: Path, file: str) -> Any:
+    import torch
+
+    path = ckpt / file
+    if not path.is_file():
+        raise _corrupt(ckpt, file, "is missing")
+    try:
+        # Our own files: they hold optimizer tensors and NumPy/Python RNG tuples, not just
+        # weights, so weights_only cannot be used; a checkpoint is as trusted as the code.
+        return torch.load(path, weights_only=False)
+    except Exception as exc:  # torch raises RuntimeError, EOFError, UnpicklingError, ...
+        raise _corrupt(ckpt, file, f"cannot be read ({type(exc).__name__}: {exc})") from exc
+
+
+def _read_meta(ckpt: Path) -> dict[str, Any]:
+    meta_file = ckpt / TRAINER_FILE
+    if not meta_file.is_file():
+        raise CheckpointError(f"{ckpt} is not a complete checkpoint (no {TRAINER_FILE})")
+    try:
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    except (ValueError, RecursionError) as exc:  # bad JSON, bad UTF-8, absurd nesting
+        raise _corrupt(ckpt, TRAINER_FILE, f"is not valid JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise _corrupt(ckpt, TRAINER_FILE, "does not hold a JSON object")
+    step = meta.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise _corrupt(ckpt, TRAINER_FILE, f"has no valid 'step' (got {step!r:.40})")
+    keys = meta.get("policies", {})
+    if not isinstance(keys, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and _inside(v) for k, v in keys.items()
+    ):
+        raise _corrupt(ckpt, TRAINER_FILE, "has an invalid 'policies' map")
+    return meta
+
+
+def _inside(key: str) -> bool:
+    """Whether ``policies/<key>`` stays inside the checkpoint (a forged key must not escape)."""
+    parts = Path(key).parts
+    return bool(parts) and not Path(key).is_absolute() and ".." not in parts
+
+
+def _step_of(path: Path) -> int:
+    return int(path.name.split("-", 1)[1])
 
 
 def load_checkpoint(
     path: str | os.PathLike[str], policies: Mapping[str, Any], *, restore_rng: bool = True
 ) -> tuple[int, dict[str, Any], dict[str, Any]]:
-    """Load weights into ``policies``; return ``(step, algorithm_state, trainer_meta)``."""
-    import torch
+    """Load weights into ``policies``; return ``(step, algorithm_state, trainer_meta)``.
 
+    Every file is read and checked before the RNG changes; a corrupt file raises
+    :class:`CheckpointError` naming it (policy weights may already have been replaced then:
+    load another checkpoint, as :func:`resume_latest` does, before using them).
+    """
     ckpt = Path(path)
-    meta_file = ckpt / TRAINER_FILE
-    if not meta_file.is_file():
-        raise FileNotFoundError(f"{ckpt} is not a complete checkpoint (no {TRAINER_FILE})")
-    meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    meta = _read_meta(ckpt)
     saved_keys: dict[str, str] = meta.get("policies", {})
     current = policy_keys(policies)
     if set(saved_keys) != set(current):
@@ -155,13 +314,94 @@ def load_checkpoint(
             f"checkpoint {ckpt} holds trainable agents {sorted(saved_keys)} but this run trains "
             f"{sorted(current)}; resume with the same agents (or start a fresh output dir)"
         )
+    algorithm_state = _torch_load(ckpt, "algorithm.pt")
+    if not isinstance(algorithm_state, dict):
+        raise _corrupt(ckpt, "algorithm.pt", "does not hold a state dict")
+    rng = None
+    if restore_rng and (ckpt / "rng.pt").is_file():
+        rng = _torch_load(ckpt, "rng.pt")
+        try:
+            check_rng_state(rng)
+        except ValueError as exc:
+            raise _corrupt(ckpt, "rng.pt", f"holds no valid RNG state ({exc})") from None
     loaded: set[str] = set()
     for agent, key in saved_keys.items():
-        if key not in loaded:
-            policies[agent].load(str(ckpt / "policies" / key))
-            loaded.add(key)
-    # Our own files: they hold optimizer tensors and NumPy/Python RNG tuples, not just weights.
-    algorithm_state = torch.load(ckpt / "algorithm.pt", weights_only=False)
-    if restore_rng and (ckpt / "rng.pt").is_file():
-        set_rng_state(torch.load(ckpt / "rng.pt", weights_only=False))
+        if key in loaded:
+            continue
+        policy = policies[agent]
+        where = f"policies/{key}"
+        try:
+            policy.load(str(ckpt / where))
+        except Exception as exc:  # safetensors, torch, peft and our own checks all differ
+            raise _corrupt(ckpt, where, f"cannot be loaded ({type(exc).__name__}: {exc})") from exc
+        _load_reference(ckpt, key, policy)
+        loaded.add(key)
+    if rng is not None:
+        set_rng_state(rng)
     return int(meta["step"]), algorithm_state, meta
+
+
+def _load_reference(ckpt: Path, key: str, policy: Any) -> None:
+    reference = getattr(policy, "reference_model", None)
+    if reference is None:
+        return
+    file = f"{REFERENCES}/{key}.safetensors"
+    if not (ckpt / file).is_file():
+        warnings.warn(
+            f"checkpoint {ckpt} has no KL reference for {key!r} (written by an older version); "
+            "the policy keeps the reference it was built with",
+            stacklevel=3,
+        )
+        return
+    from safetensors.torch import load_model
+
+    try:
+        load_model(reference, str(ckpt / file), strict=True)
+    except Exception as exc:
+        raise _corrupt(ckpt, file, f"cannot be loaded ({type(exc).__name__}: {exc})") from exc
+
+
+def resume_latest(
+    output_dir: str | os.PathLike[str],
+    policies: Mapping[str, Any],
+    load_algorithm_state: Callable[[dict[str, Any]], None] | None = None,
+) -> tuple[Path, int, dict[str, Any], dict[str, Any]] | None:
+    """Load the newest checkpoint that loads; ``None`` when ``output_dir`` has none.
+
+    ``load_algorithm_state`` (e.g. ``algorithm.load_state_dict``) is applied to each candidate's
+    ``algorithm.pt``; if it raises, that checkpoint counts as corrupt too.
+
+    A corrupt checkpoint is skipped with a warning naming it and the bad file, and the previous
+    complete one is tried. Raises :class:`CheckpointError` if checkpoints exist but none loads.
+    Also removes what a killed save left behind. Returns ``(path, step, algorithm_state,
+    trainer_meta)``.
+    """
+    root = Path(output_dir) / CHECKPOINT_DIR
+    if root.is_dir():
+        remove_torn(root)
+    errors: list[CheckpointError] = []
+    for ckpt in complete_checkpoints(output_dir):
+        try:
+            step, state, meta = load_checkpoint(ckpt, policies)
+            if load_algorithm_state is not None:
+                try:
+                    load_algorithm_state(state)
+                except Exception as exc:
+                    raise _corrupt(
+                        ckpt, "algorithm.pt", f"does not fit ({type(exc).__name__}: {exc})"
+                    ) from exc
+        except CheckpointError as exc:
+            errors.append(exc)
+            # Set aside (never deleted: it is evidence), so that pruning and the next resume
+            # do not pick it over the good checkpoint this run goes on from.
+            aside = ckpt.with_name(f"corrupt-{ckpt.name}")
+            shutil.rmtree(aside, ignore_errors=True)
+            os.replace(ckpt, aside)
+            warnings.warn(f"{exc} Moved it to {aside}; trying the previous one.", stacklevel=2)
+            continue
+        return ckpt, step, state, meta
+    if errors:
+        raise CheckpointError(
+            f"no checkpoint under {root} can be loaded:\n" + "\n".join(f"  {e}" for e in errors)
+        )
+    return None

@@ -277,16 +277,17 @@ class Trainer:
         """Run (or resume) training; returns the history and the first / last evaluation."""
         from tqdm.auto import tqdm
 
-        from llm_marl.train.checkpoint import latest_checkpoint, load_checkpoint
+        from llm_marl.train.checkpoint import resume_latest
         from llm_marl.train.logging import MetricsLogger, plot_rewards
 
         cfg = self.config
         start = 0
         if cfg.resume:
-            ckpt = latest_checkpoint(self.output_dir)
-            if ckpt is not None:
-                start, algo_state, _ = load_checkpoint(ckpt, self.policies)
-                self.algorithm.load_state_dict(algo_state)
+            # Falls back past corrupt checkpoints (with a warning); restores weights, KL
+            # references, optimizer and RNG states, so that the resumed run is the same run.
+            resumed = resume_latest(self.output_dir, self.policies, self.algorithm.load_state_dict)
+            if resumed is not None:
+                ckpt, start, _, _ = resumed
                 if cfg.console:
                     print(f"resuming from step {start} ({ckpt})", flush=True)
         self.step = start
