@@ -168,6 +168,7 @@ def evaluate(
                     seed=seed + start * samples,
                     env_kwargs=kwargs or None,
                     progress=progress,  # episodes within a batch; the bar above counts batches
+                    raise_if_env_always_fails=True,
                 )
                 batch = [
                     episode_record(

@@ -47,6 +47,7 @@ def collect(
     progress: bool = True,
     max_workers: int | None = None,
     on_generate: Callable[[Policy, int], None] | None = None,
+    raise_if_env_always_fails: bool = False,
 ) -> list[Episode]:
     """Play ``tasks`` x ``group_size`` episodes and return them task-major.
 
@@ -65,13 +66,15 @@ def collect(
         progress: show a progress bar over finished episodes.
         on_generate: called as ``on_generate(policy, batch_size)`` after each generate call
             (metrics, tests).
+        raise_if_env_always_fails: re-raise the env's first exception when it raised in *every*
+            episode (evaluation sets it: an env that always raises is a bug to report, not a
+            result). Off by default, so that training never crashes on env faults.
 
     Faults never crash the batch: an episode whose policy request fails (:class:`PolicyError`;
     with OpenAIPolicy only the conversations that failed), whose env raises in ``reset`` or
     ``step``, or whose env reports ``infos[agent]["error"]`` is truncated with ``episode.error``
     set and the others go on. A ``RuntimeWarning`` sums up the losses when at least
-    ``FAILED_WARN_FRACTION`` of the episodes failed. Only when the env raised in *every*
-    episode is its first exception re-raised: that is a bug in the env, not one bad episode.
+    ``FAILED_WARN_FRACTION`` of the episodes failed (see ``raise_if_env_always_fails``).
     ``KeyboardInterrupt`` and other ``BaseException`` s always propagate.
     """
     if not isinstance(group_size, int) or group_size < 1:
@@ -79,7 +82,7 @@ def collect(
     vec, owned, slots = _build_envs(env, tasks, group_size, env_kwargs, seed, max_workers)
     try:
         collector = _Collector(vec, slots, policies, group_size, sampling, seed, on_generate)
-        return collector.run(progress)
+        return collector.run(progress, raise_if_env_always_fails)
     finally:
         if owned:
             vec.close()
@@ -175,7 +178,7 @@ class _Collector:
         # Per env and agent: the token stream so far and the text of the agent's last reply.
         self.contexts: list[dict[str, tuple[TokenContext, str]]] = [{} for _ in range(n)]
 
-    def run(self, progress: bool) -> list[Episode]:
+    def run(self, progress: bool, raise_if_env_always_fails: bool = False) -> list[Episode]:
         vec = self.vec
         n = len(vec)
         seeds = [None if self.seed is None else self.seed + k for k in range(n)]
@@ -245,7 +248,7 @@ class _Collector:
                     bar.update(1)
             step += 1
         bar.close()
-        if len(env_failures) == n:
+        if raise_if_env_always_fails and len(env_failures) == n:
             # Not one episode survived its env: a bug in the env, not a fault of one episode.
             raise env_failures[0]
         self._warn_if_many_failed()

@@ -219,11 +219,20 @@ def test_collect_through_a_failing_frozen_partner(frozen):
 
 
 @pytest.mark.parametrize("where", ["reset", "step"])
-def test_an_env_that_raises_in_every_episode_is_a_bug_and_raises(where):
+def test_an_env_that_raises_in_every_episode_never_crashes_training(where):
     class Broken(Exploding):
         def _bad(self) -> bool:
             return True
 
     factory = lambda: Broken(llm_marl.make("referential-v0"), where, ValueError("env bug"))  # noqa: E731
+    # Training: every episode is marked and the loss is summed up in a warning.
+    with pytest.warns(RuntimeWarning, match="env bug"):
+        eps = collect(factory, HONEST, group_size=2, progress=False)
+    assert eps and all(not e.ok and "ValueError: env bug" in e.error for e in eps)
+    # A single episode is "every episode" too: still no crash.
+    with pytest.warns(RuntimeWarning):
+        (one,) = collect(factory, HONEST, tasks=1, group_size=1, progress=False)
+    assert not one.ok
+    # Evaluation asks for the bug to be reported instead.
     with pytest.raises(ValueError, match="env bug"):
-        collect(factory, HONEST, group_size=2, progress=False)
+        collect(factory, HONEST, group_size=2, progress=False, raise_if_env_always_fails=True)
