@@ -73,6 +73,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+import numpy as np
+
 from llm_marl.envs.base import LLMParallelEnv, Task, Transition
 from llm_marl.envs.writing import prompts
 from llm_marl.envs.writing.datasets import load_writing_tasks
@@ -293,6 +295,7 @@ class WritingEnv(LLMParallelEnv, abstract=True):
         limit = self.guard_config.max_chars if self.guard_config is not None else None
         shared = {
             **details,
+            "reference": self.task.get("reference"),
             "answer": f"{part1.strip()}\n\n{part2.strip()}",
             "parts": (part1, part2),
         }
@@ -328,11 +331,10 @@ class WritingEnv(LLMParallelEnv, abstract=True):
         return _cos(vectors[0], vectors[1]), _cos(vectors[2], vectors[3])
 
 
-def _cos(a: Sequence[float], b: Sequence[float]) -> float:
-    dot = sum(x * y for x, y in zip(a, b, strict=True))
-    na = math.sqrt(sum(x * x for x in a))
-    nb = math.sqrt(sum(y * y for y in b))
-    return dot / (na * nb) if na and nb else 0.0
+def _cos(a: Any, b: Any) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b) / norm if norm else 0.0
 
 
 def _lexical_details(score: LexicalScore) -> dict[str, Any]:
