@@ -40,8 +40,11 @@ Reward (joint; ``infos[agent]["reward_components"]``; maximum 3.0 plus the optio
     :class:`llm_marl.eval.writing.PolicyJudge`, a frozen policy grading with a rubric).
     ``infos`` also carry the lexical measurements (``tokens``, ``length_ratio``,
     ``unique_ratio``, ``transition_categories``, ``jaccard``, ``stopped_at``), ``lexical_reward``
-    (the paper's reward, guards aside) and per agent ``malformed`` (its part is outside the token
-    range) and ``oversized``.
+    (the paper's reward, guards aside), ``guard_measures``, ``parts`` (the two texts scored),
+    ``reference`` (the task's gold TL;DR, None for arXiv; for ROUGE in
+    :mod:`llm_marl.eval.writing`) and per agent ``malformed`` (its part is outside the token
+    range) and ``oversized``. There is no binary ``success``: the evaluation reports the mean
+    reward and its levels.
 Datasets (``dataset=``, ``split=``; :mod:`~llm_marl.envs.writing.datasets`)
     ``tldr-v0``: ``$LLM_MARL_DATA_DIR/tldr/test.jsonl`` (500 posts with gold TL;DRs), else the
     bundled 12-post sample (a warning says so); ``arxiv_intro-v0``:

@@ -25,7 +25,14 @@ guarded reward is 0 (``infos[agent]["guards"]`` names it). Each runs in time lin
     phrases follow each other with only punctuation between them: a list of connectives instead
     of prose (level 4 pays for each *category* of connective found, wherever it is).
 
-Thresholds are :class:`GuardConfig` fields.
+Thresholds are :class:`GuardConfig` fields. They were checked against honest text: none fires on
+the 500 gold TL;DRs of ``$LLM_MARL_DATA_DIR/tldr`` nor on our bundled references (tests).
+
+Known gaps (heuristics, not a proof): a part that mixes a pasted share of the source below
+``max_copied`` with invented filler words, or an answer of the right shape about another text,
+passes every guard. The embedding ``relevance`` component of the env (off by default) is what
+tells an answer about another post from one about this post; nothing here judges faithfulness
+(the optional LLM judge is the tool for that).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import pytest
 
 import llm_marl
 from llm_marl.envs.writing.guards import GuardConfig, check_guards
+from llm_marl.envs.writing.lexical import ARXIV as ARXIV_SPEC
 from llm_marl.envs.writing.lexical import TLDR, lexical_reward
 
 SAMPLE = Path(llm_marl.__file__).parent / "envs" / "writing" / "data" / "tldr_sample.jsonl"
@@ -136,3 +137,32 @@ def test_guard_config_is_checked():
         GuardConfig.coerce({"max_copy": 0.5})
     with pytest.raises(ValueError, match="max_chars"):
         GuardConfig(max_chars=0)
+
+
+ARXIV = Path(llm_marl.__file__).parent / "envs" / "writing" / "data" / "arxiv_sample.jsonl"
+ABSTRACTS = [json.loads(line) for line in ARXIV.read_text().splitlines() if line.strip()]
+
+
+def arxiv_hacks(abstract: str) -> dict[str, tuple[str, str]]:
+    words = abstract.split()
+    filler = " ".join(f"term{i}" for i in range(140))
+    return {
+        "abstract_twice_each": (f"{abstract} {abstract}", f"{abstract} {abstract}"),
+        "abstract_padded": (f"{abstract} {filler}", f"{filler} {abstract}"),
+        "repeat_sentence": (" ".join(words[:20] * 8), " ".join(words[20:40] * 9)),
+        "partner_copy": (f"{filler} alpha beta", f"{filler} alpha beta"),
+        "stuff_transitions": (f"{filler}", f"{CONNECTIVES}, {CONNECTIVES.lower()}. " * 8),
+        "megabyte": (filler, " ".join(["x" * 8000] * 130)),
+    }
+
+
+@pytest.mark.parametrize("item", ABSTRACTS, ids=[a["task_id"] for a in ABSTRACTS])
+def test_arxiv_hacks_are_stopped_by_the_guards(item):
+    """No honest arXiv introductions are bundled, so here every trick, which the paper's reward
+    pays, must score 0 once guarded."""
+    env = llm_marl.make("arxiv_intro-v0", dataset="arxiv_sample")
+    env.reset(options={"task_id": item["task_id"]})
+    for name, (p1, p2) in arxiv_hacks(item["abstract"]).items():
+        reward, _, details = env.unwrapped.score(p1, p2)
+        assert lexical_reward(p1, p2, ARXIV_SPEC).reward > 0, name
+        assert reward == 0.0 and details["guards"], (name, reward, details["guards"])
