@@ -81,7 +81,7 @@ import numpy as np
 from llm_marl.envs.base import LLMParallelEnv, Task, Transition
 from llm_marl.envs.writing import prompts
 from llm_marl.envs.writing.datasets import load_writing_tasks
-from llm_marl.envs.writing.guards import GuardConfig, check_guards
+from llm_marl.envs.writing.guards import GuardConfig, check_guards, coerce_settings
 from llm_marl.envs.writing.lexical import ARXIV, TLDR, LexicalScore, LexicalSpec, lexical_reward
 
 Scorer = Callable[[Task, str, str], float]
@@ -114,17 +114,8 @@ class WritingRewardConfig:
 
     @classmethod
     def coerce(cls, value: WritingRewardConfig | dict[str, Any] | None) -> WritingRewardConfig:
-        if value is None:
-            return cls()
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, dict):
-            known = {f.name for f in fields(cls)}
-            unknown = sorted(set(value) - known)
-            if unknown:
-                raise ValueError(f"unknown reward settings {unknown}; known: {sorted(known)}")
-            return cls(**value)
-        raise TypeError(f"reward must be a WritingRewardConfig or a dict, got {type(value)}")
+        """``None`` (all weights 0), an instance, or a dict of its fields."""
+        return coerce_settings(cls, value, "reward")
 
     @property
     def uses_embeddings(self) -> bool:
