@@ -5,7 +5,8 @@
   env reports success, mean reward and its components everywhere, infrastructure errors
   counted and excluded, episodes to JSONL.
 * :func:`math_eval` — math benchmarks for an actor alone, with a hint or with a critic
-  (AgentPO's table); :func:`code_eval` — CoopHumanEval / HumanEval / MBPP (MAGRPO's table).
+  (AgentPO's table); :func:`code_eval` — CoopHumanEval / HumanEval / MBPP (MAGRPO's table);
+  :func:`writing_eval` — TL;DR and arXiv co-writing (MAGRPO's lexical levels, ROUGE).
 * :func:`format_report` — the table; :func:`read_episodes` + :func:`score_records` rescore an
   episodes file; :func:`pass_at_k` — the estimator.
 * ``llm-marl eval`` — the command line (:mod:`llm_marl.eval.cli`).
@@ -18,6 +19,7 @@ from llm_marl.eval.math import math_eval
 from llm_marl.eval.metrics import pass_at_k, score_records
 from llm_marl.eval.records import read_episodes
 from llm_marl.eval.report import format_report
+from llm_marl.eval.writing import writing_eval
 
 __all__ = [
     "Benchmark",
@@ -31,4 +33,5 @@ __all__ = [
     "pass_at_k",
     "read_episodes",
     "score_records",
+    "writing_eval",
 ]

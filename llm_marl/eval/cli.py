@@ -39,12 +39,13 @@ from llm_marl.eval.family import EnvFamily, Family, split_names
 from llm_marl.eval.math import MATH
 from llm_marl.eval.metrics import check_k
 from llm_marl.eval.report import format_report
+from llm_marl.eval.writing import WRITING
 from llm_marl.policies.base import Policy, SamplingParams
 from llm_marl.policies.factory import SPEC_FORMS, build_policy
 
 __all__ = ["FAMILIES", "main"]
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (MATH, CODING)}
+FAMILIES: dict[str, Family] = {f.name: f for f in (MATH, CODING, WRITING)}
 """The eval families the command line knows, by name; any other env is played as is."""
 
 ANY_ENV = EnvFamily()

@@ -46,6 +46,9 @@ class TrainerConfig:
     """Registered env id (the Trainer's ``env=`` argument may override it with a factory)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for ``llm_marl.make(env, **env_kwargs)``."""
+    eval_env_kwargs: dict[str, Any] | None = None
+    """Overrides of ``env_kwargs`` for the env whose tasks evaluations play, e.g.
+    ``{"split": "eval"}`` for a held-out split (``None``: evaluate on the training tasks)."""
     steps: int = 100
     """Training steps (one collect + one ``update`` each)."""
     tasks_per_step: int = 4
@@ -163,6 +166,8 @@ class Trainer:
         agents = list(probe.possible_agents)
         self.policies = check_policies(policies, agents)
         self.tasks = [dict(t) for t in (tasks if tasks is not None else _env_tasks(probe))]
+        if eval_tasks is None and self.config.eval_env_kwargs is not None:
+            eval_tasks = self._held_out_tasks()
         self.eval_tasks = [dict(t) for t in eval_tasks] if eval_tasks is not None else self.tasks
         if not self.tasks:
             raise ValueError("no training tasks: pass tasks=[...] or use an env with .tasks")
@@ -193,6 +198,20 @@ class Trainer:
 
             return make(self.env, **self.config.env_kwargs)
         return self.env()
+
+    def _held_out_tasks(self) -> list[dict[str, Any]]:
+        """The tasks of the env built with ``eval_env_kwargs`` over ``env_kwargs``."""
+        if not isinstance(self.env, str):
+            raise ValueError("eval_env_kwargs only apply when env is a registered id")
+        from llm_marl.envs.registration import make
+
+        held_out = make(
+            self.env, **{**self.config.env_kwargs, **(self.config.eval_env_kwargs or {})}
+        )
+        try:
+            return _env_tasks(held_out)
+        finally:
+            held_out.close()
 
     def _align_logprob_temperature(self) -> None:
         """Training log-probs must use the sampling temperature, or importance ratios are off."""

@@ -67,7 +67,7 @@ def test_help_lists_families_roles_and_spec_forms_but_not_vllm(capsys):
         main(["--help"])
     assert info.value.code == 0
     text = capsys.readouterr().out
-    for word in ("--family", "{coding,math}", "--env", "--agent", "--actor", "--hint", "--critic",
+    for word in ("--family", "{coding,math,writing}", "--env", "--agent", "--actor", "--hint", "--critic",
                  "--helper", "--main", "--coder", "--k", "--env-arg", "--episodes-out",
                  "hf:PATH", "openai:MODEL", "scripted:MODULE:FUNCTION"):  # fmt: skip
         assert word in text, word

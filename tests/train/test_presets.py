@@ -243,7 +243,8 @@ def test_every_agentpo_value_reaches_the_run(name):
 
 
 def test_no_preset_was_lost_or_added_silently():
-    assert [p.name for p in presets_for("magrpo")] == list(MAGRPO_EXAMPLE_PRESETS)
+    writing = ["magrpo-tldr", "magrpo-arxiv", "toy-tldr"]  # tests/envs/writing/test_presets.py
+    assert [p.name for p in presets_for("magrpo")] == [*MAGRPO_EXAMPLE_PRESETS, *writing]
     assert [p.name for p in presets_for("agentpo")] == list(AGENTPO_EXAMPLE_PRESETS)
     assert presets_for("matpo") == []
 

@@ -7,6 +7,8 @@ then command-line flags); ``llm-marl train --help`` lists the presets of each al
 
 * :mod:`~llm_marl.train.presets.magrpo` — MAGRPO: toy coordination / referential games on CPU,
   a generic preset for any env, CoopHumanEval as in Liu et al. 2025.
+* :mod:`~llm_marl.train.presets.magrpo_writing` — MAGRPO co-writing: TL;DR and arXiv as in the
+  official LLM_Collab_Writing configs, and an offline TL;DR toy.
 * :mod:`~llm_marl.train.presets.agentpo` — AgentPO-GRPO: the toy referential game, and the
   paper's math hint / critic topologies.
 * :mod:`~llm_marl.train.presets.matpo` — none yet: MATPO's presets arrive with its web-search
@@ -115,4 +117,4 @@ def auto_preset(algo: str, env: str | None) -> Preset | None:
 
 def _load_builtin() -> None:
     """Register the presets shipped with llm_marl (once; the modules register on import)."""
-    from llm_marl.train.presets import agentpo, magrpo, matpo  # noqa: F401
+    from llm_marl.train.presets import agentpo, magrpo, magrpo_writing, matpo  # noqa: F401

@@ -1,0 +1,193 @@
+"""Checks that stop two-part writing from gaming MAGRPO's lexical reward.
+
+The paper's reward (:mod:`~llm_marl.envs.writing.lexical`) reads only the *form* of the two
+parts: token counts, a length ratio, a distinct-word ratio, transition phrases and word overlap.
+It never looks at the post, so text of the right shape earns up to 3.0 whatever it says. These
+guards catch the cheap ways to get that shape without summarising; when one fires, the env's
+guarded reward is 0 (``infos[agent]["guards"]`` names it). Each runs in time linear in the text.
+
+``oversized``
+    A part longer than ``max_chars`` characters (default 6,000: 256 tokens of long words). A few
+    huge "tokens" pass level 1 otherwise. Checked first; the other guards read at most that much.
+``repetition``
+    More than ``max_repeated`` (default 0.3) of a part's word 4-grams repeat an earlier 4-gram of
+    the same part (one sentence written again and again; a padded part).
+``copies_source``
+    More than ``max_copied`` (default 0.6) of a part's word 5-grams appear verbatim in the source
+    (the post or the abstract): pasting the post is not summarising it. Gold TL;DRs stay far below
+    (see ``tests/envs/writing``: the highest of the 500 gold TL;DRs is measured there).
+``copies_partner``
+    More than ``max_shared`` (default 0.6) of the shorter part's word 5-grams appear in the other
+    part: one agent repeating the other.
+``transition_stuffing``
+    More than ``max_transition_density`` (default 0.3) of a part's words belong to transition
+    phrases (whole-word matches), or more than ``max_transition_run`` (default 3) transition
+    phrases follow each other with only punctuation between them: a list of connectives instead
+    of prose (level 4 pays for each *category* of connective found, wherever it is).
+
+Thresholds are :class:`GuardConfig` fields. They were checked against honest text: none fires on
+the 500 gold TL;DRs of ``$LLM_MARL_DATA_DIR/tldr`` nor on our bundled references (tests).
+
+Known gaps (heuristics, not a proof): a part that mixes a pasted share of the source below
+``max_copied`` with invented filler words, or an answer of the right shape about another text,
+passes every guard. The embedding ``relevance`` component of the env (off by default) is what
+tells an answer about another post from one about this post; nothing here judges faithfulness
+(the optional LLM judge is the tool for that).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
+
+from llm_marl.envs.writing.lexical import TRANSITION_WORDS
+
+__all__ = [
+    "GuardConfig",
+    "check_guards",
+    "ngram_containment",
+    "repeated_fraction",
+    "transition_use",
+]
+
+_C = TypeVar("_C")
+_WORD_RE = re.compile(r"\w+")
+_PHRASES = sorted({p for ps in TRANSITION_WORDS.values() for p in ps}, key=len, reverse=True)
+_TRANSITION_RE = re.compile(r"\b(?:" + "|".join(re.escape(p) for p in _PHRASES) + r")\b")
+_GAP_RE = re.compile(r"[^\w]*")
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    """Thresholds of the guards (see the module docstring)."""
+
+    max_chars: int = 6000
+    """A part longer than this many characters fires ``oversized``."""
+    max_repeated: float = 0.3
+    """Share of a part's word 4-grams that may repeat an earlier one."""
+    max_copied: float = 0.6
+    """Share of a part's word 5-grams that may appear verbatim in the source."""
+    max_shared: float = 0.6
+    """Share of the shorter part's word 5-grams that may appear in the other part."""
+    max_transition_density: float = 0.3
+    """Share of a part's words that may belong to transition phrases."""
+    max_transition_run: int = 3
+    """How many transition phrases may follow each other with only punctuation between them."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.max_chars, int) or self.max_chars < 1:
+            raise ValueError(f"max_chars must be an int >= 1, got {self.max_chars!r}")
+        if not isinstance(self.max_transition_run, int) or self.max_transition_run < 1:
+            raise ValueError(
+                f"max_transition_run must be an int >= 1, got {self.max_transition_run!r}"
+            )
+        for f in fields(self)[1:-1]:
+            value = getattr(self, f.name)
+            if not 0.0 <= float(value) <= 1.0:
+                raise ValueError(f"{f.name} must be in [0, 1], got {value!r}")
+
+    @classmethod
+    def coerce(cls, value: GuardConfig | dict[str, Any] | None) -> GuardConfig:
+        """``None`` (the defaults), an instance, or a dict of its fields."""
+        return coerce_settings(cls, value, "guard")
+
+
+def coerce_settings(cls: type[_C], value: _C | dict[str, Any] | None, what: str) -> _C:
+    """A settings dataclass from ``None`` (its defaults), an instance, or a dict of its fields;
+    an unknown field or another type raises naming the accepted ones."""
+    if value is None:
+        return cls()
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, dict):
+        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ValueError(f"unknown {what} settings {unknown}; known: {sorted(known)}")
+        return cls(**value)
+    raise TypeError(f"{what} must be a {cls.__name__}, a dict or None, got {type(value).__name__}")
+
+
+def _words(text: str) -> list[str]:
+    return _WORD_RE.findall(text.lower())
+
+
+def _ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+
+
+def repeated_fraction(text: str, n: int = 4) -> float:
+    """Share of the word ``n``-grams of ``text`` that repeat an earlier one (0 if none)."""
+    grams = _ngrams(_words(text), n)
+    if not grams:
+        return 0.0
+    return 1.0 - len(set(grams)) / len(grams)
+
+
+def ngram_containment(text: str, other: str, n: int = 5) -> float:
+    """Share of the distinct word ``n``-grams of ``text`` that also occur in ``other``."""
+    grams = set(_ngrams(_words(text), n))
+    if not grams:
+        return 0.0
+    return len(grams & set(_ngrams(_words(other), n))) / len(grams)
+
+
+def transition_use(text: str) -> tuple[float, int]:
+    """``(density, longest run)`` of whole-word transition phrases in ``text``: the share of its
+    words inside them, and the most that follow each other with only punctuation between."""
+    words = len(_words(text))
+    if not words:
+        return 0.0, 0
+    lower = text.lower()
+    covered = run = longest = 0
+    last_end = -1
+    for match in _TRANSITION_RE.finditer(lower):
+        covered += len(match.group(0).split())
+        between = lower[last_end : match.start()] if last_end >= 0 else "x"
+        run = run + 1 if _GAP_RE.fullmatch(between) is not None else 1
+        longest = max(longest, run)
+        last_end = match.end()
+    return covered / words, longest
+
+
+def check_guards(
+    parts: tuple[str, str], source: str, config: GuardConfig | None = None
+) -> tuple[list[str], dict[str, float]]:
+    """The guards that fire on ``parts`` given the ``source`` text, and what they measured."""
+    config = config or GuardConfig()
+    if max(len(p) for p in parts) > config.max_chars:
+        return ["oversized"], {"max_part_chars": float(max(len(p) for p in parts))}
+    # The source is ours (a post, an abstract), not the model's: it may be long, and is read once.
+    source_grams = set(_ngrams(_words(source), 5))
+    measured = {
+        "repeated": max(repeated_fraction(p) for p in parts),
+        "copied": max(_containment(p, source_grams) for p in parts),
+        "shared": _shared(parts),
+    }
+    uses = [transition_use(p) for p in parts]
+    measured["transition_density"] = max(u[0] for u in uses)
+    measured["transition_run"] = float(max(u[1] for u in uses))
+    fired = []
+    if measured["repeated"] > config.max_repeated:
+        fired.append("repetition")
+    if measured["copied"] > config.max_copied:
+        fired.append("copies_source")
+    if measured["shared"] > config.max_shared:
+        fired.append("copies_partner")
+    if (
+        measured["transition_density"] > config.max_transition_density
+        or measured["transition_run"] > config.max_transition_run
+    ):
+        fired.append("transition_stuffing")
+    return fired, measured
+
+
+def _containment(text: str, grams: set[tuple[str, ...]]) -> float:
+    own = set(_ngrams(_words(text), 5))
+    return len(own & grams) / len(own) if own else 0.0
+
+
+def _shared(parts: tuple[str, str]) -> float:
+    shorter, longer = sorted(parts, key=lambda p: len(_words(p)))
+    return ngram_containment(shorter, longer)

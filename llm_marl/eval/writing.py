@@ -1,0 +1,301 @@
+"""`writing_eval`: MAGRPO's co-writing tasks (TL;DR, arXiv introductions), scored per split.
+
+>>> from llm_marl.eval.writing import writing_eval
+>>> from llm_marl.policies import build_policy
+>>> concise = build_policy("hf:runs/magrpo/concise")                              # doctest: +SKIP
+>>> detailed = build_policy("hf:runs/magrpo/detailed")                            # doctest: +SKIP
+>>> report = writing_eval({"concise": concise, "detailed": detailed}, "tldr",
+...                       split="eval")                                           # doctest: +SKIP
+
+The team picks the env: ``concise`` + ``detailed`` play ``tldr-v0``, ``background`` + ``method``
+``arxiv_intro-v0``, a lone ``writer`` the single-agent baseline of the benchmark. Benchmarks are
+``tldr``, ``arxiv``, ``tldr_sample``, ``arxiv_sample`` or a dataset file / Hugging Face id.
+
+Reported per benchmark, besides the mean reward and its components (one per lexical level, see
+:mod:`llm_marl.envs.writing.lexical`): ``lexical`` (the paper's reward, guards aside), the share
+of answers a guard stopped (``guarded``), and, where the tasks have a gold TL;DR, ROUGE-1/2/L F1
+(``rouge1``, ``rouge2``, ``rougeL``; Lin 2004, the ``rouge-score`` package with stemming) of the
+concise part against it. ``embedding_scores`` adds the all-MiniLM-L6-v2 similarity of each
+answer to its source (``relevance``) and of its two parts (``redundancy``).
+
+:class:`PolicyJudge` turns any frozen :class:`~llm_marl.policies.base.Policy` into the env's
+``judge`` (the rubric is :data:`JUDGE_RUBRIC`).
+
+Command line::
+
+    llm-marl eval --family writing --env tldr-v0 --split eval \\
+        --concise hf:runs/magrpo/concise --detailed hf:runs/magrpo/detailed
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from llm_marl.envs.base import Task
+from llm_marl.errors import ConfigError
+from llm_marl.eval.evaluate import Benchmark, Column
+from llm_marl.eval.family import Family
+from llm_marl.eval.metrics import Record
+from llm_marl.policies.base import Policy, SamplingParams
+
+__all__ = [
+    "JUDGE_RUBRIC",
+    "WRITING",
+    "PolicyJudge",
+    "WritingFamily",
+    "rouge_scores",
+    "writing_eval",
+]
+
+WRITING_SAMPLING = SamplingParams(max_new_tokens=256, temperature=0.7, top_p=0.9)
+"""Default sampling: the official MAGRPO writing configs (``configs/magrpo_tldr_config.yaml``:
+temperature 0.7, top-p 0.9, 256 new tokens)."""
+
+_TEAMS = {
+    ("concise", "detailed"): "tldr-v0",
+    ("background", "method"): "arxiv_intro-v0",
+}
+_KIND = {
+    "tldr": "tldr",
+    "tldr_sample": "tldr",
+    "arxiv": "arxiv_intro",
+    "arxiv_sample": "arxiv_intro",
+}
+
+JUDGE_RUBRIC = """You grade a two-part answer written for the source text below.
+Score it from 1 to 10:
+- 9-10: both parts are faithful to the source, cover its main points, add no invented facts,
+  and the second part adds detail instead of repeating the first.
+- 6-8: faithful with minor omissions or some repetition.
+- 3-5: partly off-topic, vague, or with a factual error.
+- 1-2: unrelated to the source, copied from it wholesale, empty, or degenerate (repetition,
+  lists of filler words).
+Reply with one line: Score: <number>."""
+"""The rubric :class:`PolicyJudge` shows the judge (the score maps to [0, 1] as (s - 1) / 9)."""
+
+_SCORE_RE = re.compile(r"score\s*[:=]?\s*(10|[1-9])(?!\d)", re.IGNORECASE)
+
+
+class PolicyJudge:
+    """A frozen policy grading answers with :data:`JUDGE_RUBRIC`: a writing env's ``judge``.
+
+    Args:
+        policy: any :class:`~llm_marl.policies.base.Policy` (it is never trained).
+        rubric: the grading instructions (default :data:`JUDGE_RUBRIC`).
+        sampling: the judge's sampling (default greedy, 16 new tokens).
+
+    An unreadable reply scores 0 (and is counted in :attr:`unparsed`): a judge that cannot
+    grade never rewards. Only the first 400 characters of the reply are read.
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        rubric: str = JUDGE_RUBRIC,
+        sampling: SamplingParams | None = None,
+    ) -> None:
+        if not hasattr(policy, "generate"):
+            raise TypeError(f"policy must be a Policy (with generate), got {type(policy).__name__}")
+        if getattr(policy, "trainable", False):
+            raise ValueError("the judge must be a frozen policy (trainable=False)")
+        self.policy = policy
+        self.rubric = rubric
+        self.sampling = sampling or SamplingParams(max_new_tokens=16, temperature=0.0)
+        self.unparsed = 0
+
+    def prompt(self, task: Task, part1: str, part2: str) -> str:
+        source = task.get("post") or task.get("abstract") or task.get("prompt") or ""
+        return (
+            f"{self.rubric}\n\nSource:\n{source}\n\nPart 1:\n{part1[:4000]}\n\n"
+            f"Part 2:\n{part2[:8000]}\n"
+        )
+
+    def __call__(self, task: Task, part1: str, part2: str) -> float:
+        conv = [{"role": "user", "content": self.prompt(task, part1, part2)}]
+        reply = self.policy.generate([conv], self.sampling)[0].text[:400]
+        match = _SCORE_RE.search(reply)
+        if match is None:
+            self.unparsed += 1
+            return 0.0
+        return (int(match.group(1)) - 1) / 9
+
+
+def rouge_scores(prediction: str, reference: str) -> dict[str, float]:
+    """ROUGE-1/2/L F1 of ``prediction`` against ``reference`` (``rouge-score``, stemmed)."""
+    try:
+        from rouge_score import rouge_scorer
+    except ImportError as err:
+        raise ConfigError(
+            "ROUGE needs the rouge-score package: pip install 'llm-marl[writing]'"
+        ) from err
+    scorer = _scorer(rouge_scorer)
+    # ROUGE-L is quadratic in the lengths: read at most 4,000 characters of a prediction.
+    scores = scorer.score(reference, prediction[:4000])
+    return {name: float(s.fmeasure) for name, s in scores.items()}
+
+
+_SCORER: Any = None
+
+
+def _scorer(module: Any) -> Any:
+    global _SCORER
+    if _SCORER is None:
+        _SCORER = module.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+    return _SCORER
+
+
+class WritingFamily(Family):
+    """The writing envs: a MAGRPO pair per task, or one writer (the single-agent baseline)."""
+
+    name: ClassVar[str] = "writing"
+    roles: ClassVar[tuple[str, ...]] = ("concise", "detailed", "background", "method", "writer")
+    default_benchmarks: ClassVar[tuple[str, ...]] = ("tldr",)
+    columns: ClassVar[tuple[Column, ...]] = (
+        Column("lexical", "lexical", "number"),
+        Column("guarded", "guarded", "percent"),
+        Column("rouge1", "R-1", "number"),
+        Column("rougeL", "R-L", "number"),
+    )
+
+    def __init__(self, embedding_scores: bool = False) -> None:
+        self.embedding_scores = embedding_scores
+
+    def owns(self, env_id: str) -> bool:
+        return env_id in {f"{k}{s}-v0" for k in ("tldr", "arxiv_intro") for s in ("", "_single")}
+
+    def env_for(self, team: Sequence[str], benchmark: str) -> str:
+        kind = _KIND.get(benchmark, "tldr")
+        if sorted(team) == ["writer"]:
+            return f"{kind}_single-v0"
+        env = _TEAMS.get(tuple(sorted(team)))  # type: ignore[arg-type]
+        if env is None or not env.startswith(kind):
+            pairs = [" + ".join(k) for k, v in _TEAMS.items() if v.startswith(kind)]
+            raise ConfigError(f"a {kind} team is {pairs[0]} or a lone writer; got {list(team)}")
+        return env
+
+    def check_team(self, team: Sequence[str]) -> None:
+        if sorted(team) != ["writer"] and tuple(sorted(team)) not in _TEAMS:
+            raise ConfigError(
+                "a writing team is concise + detailed (tldr), background + method (arxiv) or a "
+                f"lone writer; got {list(team)}"
+            )
+
+    def rows(
+        self,
+        team: Sequence[str],
+        names: Sequence[str] | None = None,
+        env_ids: Sequence[str] | None = None,
+        *,
+        split: str | None = None,
+        limit: int | None = None,
+    ) -> list[Benchmark]:
+        kwargs = {"split": split} if split is not None else {}
+        if env_ids:
+            if names:
+                raise ConfigError("name writing benchmarks or writing env ids, not both")
+            foreign = [e for e in env_ids if not self.owns(e)]
+            if foreign:
+                raise ConfigError(f"not writing envs: {foreign}")
+            return [Benchmark(e, e, env_kwargs=kwargs) for e in env_ids]
+        if not names:
+            names = ["arxiv"] if tuple(sorted(team)) == ("background", "method") else ["tldr"]
+        return [
+            Benchmark(n, self.env_for(team, n), env_kwargs={**kwargs, "dataset": n}) for n in names
+        ]
+
+    def default_sampling(self, team: Sequence[str]) -> dict[str, SamplingParams]:
+        return dict.fromkeys(team, WRITING_SAMPLING)
+
+    def record_fields(self, episode: Any) -> dict[str, Any]:
+        info: dict[str, Any] = next(iter(episode.final_infos.values()), {})
+        return {"parts": list(info.get("parts", ())), "reference": info.get("reference")}
+
+    def metrics(self, records: list[Record]) -> dict[str, Any]:
+        return writing_metrics(records, embedding_scores=self.embedding_scores)
+
+
+def writing_metrics(records: list[Record], *, embedding_scores: bool = False) -> dict[str, Any]:
+    """The writing metrics of scored episode records (see the module docstring)."""
+    infos: list[dict[str, Any]] = [next(iter(r["infos"].values()), {}) for r in records]
+    lexical = [float(i["lexical_reward"]) for i in infos if "lexical_reward" in i]
+    stopped = [bool(i.get("guards")) for i in infos if "guards" in i]
+    out: dict[str, Any] = {
+        "lexical": sum(lexical) / len(lexical) if lexical else None,
+        "guarded": sum(stopped) / len(stopped) if stopped else None,
+        "rouge1": None,
+        "rouge2": None,
+        "rougeL": None,
+    }
+    pairs = [
+        (str(r.get("parts", [""])[0]), str(r["reference"]))
+        for r in records
+        if r.get("reference") and r.get("parts")
+    ]
+    if pairs:
+        sums = {"rouge1": 0.0, "rouge2": 0.0, "rougeL": 0.0}
+        for pred, ref in pairs:
+            for k, v in rouge_scores(pred, ref).items():
+                sums[k] += v
+        out.update({k: v / len(pairs) for k, v in sums.items()})
+    if embedding_scores:
+        rel = [float(i["relevance"]) for i in infos if "relevance" in i]
+        red = [float(i["redundancy"]) for i in infos if "redundancy" in i]
+        out["relevance"] = sum(rel) / len(rel) if rel else None
+        out["redundancy"] = sum(red) / len(red) if red else None
+    return out
+
+
+WRITING = WritingFamily()
+
+
+def writing_eval(
+    policies: Mapping[str, Policy],
+    benchmarks: Sequence[str] | str | None = None,
+    *,
+    env_ids: Sequence[str] | None = None,
+    split: str | None = None,
+    limit: int | None = None,
+    samples: int = 1,
+    sampling: SamplingParams | Mapping[str, SamplingParams] | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    episodes_path: str | None = None,
+    return_episodes: bool = False,
+) -> dict[str, Any]:
+    """Evaluate a writing team; report the lexical levels, guards and ROUGE per benchmark.
+
+    Args:
+        policies: ``{"concise", "detailed"}``, ``{"background", "method"}`` or ``{"writer"}``.
+        benchmarks: ``tldr``, ``arxiv``, ``tldr_sample``, ``arxiv_sample`` (comma-separated
+            string or list; default: the team's task).
+        env_ids: writing env ids to play instead, each on its own tasks.
+        split: ``"eval"`` (held out), ``"train"``, ``"all"`` or ``"a:b"``.
+        limit, samples, seed, progress, episodes_path, return_episodes: as in
+            :func:`llm_marl.eval.evaluate`.
+        sampling: one :class:`SamplingParams` for every agent or one per agent (default
+            :data:`WRITING_SAMPLING`).
+        env_kwargs: the evaluation env's settings (``guards``, ``reward`` weights...). With
+            ``reward={"relevance_weight": ...}`` the embedding similarities are reported too.
+    """
+    family = WRITING
+    weights = dict((env_kwargs or {}).get("reward") or {})
+    if weights.get("relevance_weight") or weights.get("redundancy_weight"):
+        family = WritingFamily(embedding_scores=True)
+    return family.evaluate(
+        policies,
+        benchmarks,
+        env_ids=env_ids,
+        split=split,
+        limit=limit,
+        sampling=sampling,
+        samples=samples,
+        env_kwargs=env_kwargs,
+        seed=seed,
+        progress=progress,
+        episodes_path=episodes_path,
+        return_episodes=return_episodes,
+    )
