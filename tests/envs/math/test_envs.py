@@ -261,7 +261,10 @@ def test_bad_prompt_overrides_say_what_is_allowed():
 
 
 def test_default_prompts_are_the_papers():
-    assert P.HINT_PROMPTS["hint_system"] == "Provide hint to solve the below problem."
+    assert P.HINT_PROMPTS["hint_system"] == (
+        "Rewrite the question below to make it easier to understand."
+    )
+    assert P.HINT_SYSTEMS["hint"] == "Provide hint to solve the below problem."
     assert P.CRITIC_PROMPTS["critic_system"].startswith("Given a question and its current solution")
     assert "Do not rewrite the solution, only highlight issues." in P.CRITIC_SYSTEM
     assert P.REVISE_SYSTEM.startswith("You have an opportunity to improve your solution.")
@@ -446,3 +449,33 @@ def test_tiny_model_critic_episode_restarts_the_actor_stream(tiny_policy):
         assert revision.observation[0]["content"] == P.REVISE_SYSTEM
         assert draft.text.strip() in revision.observation[-1]["content"]
         assert len(list(ep.trajectories["actor"].segments())) == 2
+
+
+def test_the_hint_prompt_is_the_released_one_and_the_backup_is_an_option():
+    rewrite = "Rewrite the question below to make it easier to understand."
+    backup = "Provide hint to solve the below problem."
+    for kwargs, system in (
+        ({}, rewrite),
+        ({"hint_prompt": "hint"}, backup),
+        ({"hint_prompt": "hint", "prompts": {"hint_system": "Mine."}}, "Mine."),
+    ):
+        env = llm_marl.make("math_hint-v0", **kwargs)
+        obs, _ = env.reset(seed=0, options={"task_id": "sample/1"})
+        assert obs["hint"][0] == {"role": "system", "content": system}
+    with pytest.raises(ValueError, match=r"hint_prompt must be one of \['hint', 'rewrite'\]"):
+        llm_marl.make("math_hint-v0", hint_prompt="paraphrase")
+
+
+def test_a_list_of_datasets_concatenates_them_with_distinct_ids(monkeypatch):
+    from llm_marl.envs.math.datasets import AGENTPO_EVAL_BENCHMARKS, load_math_tasks
+
+    monkeypatch.setenv(DATA_DIR_ENV, str(SHARED_DATA))
+    tasks = load_math_tasks(list(AGENTPO_EVAL_BENCHMARKS), limit=2)
+    assert [t["dataset"] for t in tasks] == [b for b in AGENTPO_EVAL_BENCHMARKS for _ in (0, 1)]
+    assert len({t["task_id"] for t in tasks}) == 10
+    env = llm_marl.make("math_critic-v0", dataset=["aime24", "amc23"])
+    assert len(env.tasks) == 30 + 40
+    with pytest.raises(mds.DataError, match="twice"):
+        load_math_tasks(["aime24", "aime24"])
+    with pytest.raises(mds.DataError, match="empty list"):
+        load_math_tasks([])
