@@ -1,7 +1,8 @@
 """AgentPO-GRPO — train one collaborator agent beside frozen agents.
 
 Sun, Liu, Zhang, Wu, Lu, Wu. "AgentPO: Enhancing Multi-Agent Collaboration via Reinforcement
-Learning." ICLR 2026. Reference code: github.com/sunlin-ai/agentpo (verl / DAPO recipe).
+Learning." ICLR 2026. Reference code: the AgentPO release, github.com/dreaming-madao/agentpo
+(verl / DAPO recipe).
 
 A fixed multi-agent topology holds one **trainable collaborator** and one or more **frozen**
 agents (the actor: a local model, an ``OpenAIPolicy`` or a function):

@@ -34,7 +34,8 @@ A local ``.json`` / ``.jsonl`` / ``.csv`` / ``.parquet`` path, or any Hugging Fa
 
 Each task is a dict with ``task_id`` (``"<dataset>/<row index>"``), ``problem``, ``answer`` (the
 reference answer as text, from :func:`llm_marl.envs.math.answers.reference_answer`), ``dataset``
-and ``source_index``. Loaded task lists are cached per (source, split), so building many envs
+and ``source_index``, plus ``draft`` when the record carries a fixed draft solution (a ``draft``
+field, or AgentPO's ``solutions`` list: see ``math_critic-v0``'s ``drafts="task"``). Loaded task lists are cached per (source, split), so building many envs
 (one per rollout slot) reads a file once.
 """
 
@@ -252,16 +253,30 @@ def _to_tasks(
             answer = _reference(record, benchmark, reference_answer)
         except (KeyError, TypeError, ValueError) as err:
             raise DataError(f"{label}: record #{i} has no usable reference answer: {err}") from err
-        tasks.append(
-            {
-                "task_id": f"{label}/{i}",
-                "problem": problem,
-                "answer": answer,
-                "dataset": label,
-                "source_index": i,
-            }
-        )
+        task = {
+            "task_id": f"{label}/{i}",
+            "problem": problem,
+            "answer": answer,
+            "dataset": label,
+            "source_index": i,
+        }
+        draft = _draft(record)
+        if draft is not None:
+            task["draft"] = draft
+        tasks.append(task)
     return tasks
+
+
+def _draft(record: Mapping[str, Any]) -> str | None:
+    """A fixed draft solution for ``math_critic-v0(drafts="task")``: a record's ``draft``, or
+    the first of its ``solutions`` (AgentPO's offline-draft files). A benchmark's reference
+    ``solution`` is never one: it would show the critic the answer."""
+    draft = record.get("draft")
+    if draft is None:
+        solutions = record.get("solutions")
+        if isinstance(solutions, (list, tuple)) and solutions:
+            draft = solutions[0]
+    return draft if isinstance(draft, str) and draft.strip() else None
 
 
 def _reference(record: Mapping[str, Any], benchmark: str | None, reference_answer: Any) -> str:

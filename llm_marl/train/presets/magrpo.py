@@ -24,7 +24,8 @@ _RUN: dict[str, Any] = {
 }
 
 # What the two toy presets share: tiny LMs, one-digit answers sampled at temperature 1, a KL
-# term, two passes per batch.
+# term, two passes per batch. Source of every toy value: chosen for llm_marl's CPU toys (they
+# learn in minutes on 2 cores), not taken from a paper.
 _TOY: dict[str, Any] = {
     "trainer": {
         "group_size": 16,
@@ -70,8 +71,12 @@ TOY_REFERENTIAL = preset(
     auto=True,
 )
 
-# Any other env (used when --env names a non-toy env and no --preset is given): the
-# hyperparameters of CoMLRL's MAGRPO config, with the offline tiny LM unless --model is set.
+# Any other env (used when --env names a non-toy env and no --preset is given), with the
+# offline tiny LM unless --model is set. Sources: group size 4 and discount 0.9 are the
+# defaults of CoMLRL's MAGRPOConfig (comlrl/trainers/magrpo.py: num_generations, discount);
+# 256 new tokens, temperature 0.6 and top-p 0.6 are LLM_Collab_Code_Generation's
+# configs/magrpo_che_config.yaml; lr 5e-6 comes from the former example script, and no official
+# file with it was found; steps, tasks per step and evaluation are ours.
 GENERIC = preset(
     "magrpo",
     "generic",

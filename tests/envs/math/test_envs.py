@@ -479,3 +479,51 @@ def test_a_list_of_datasets_concatenates_them_with_distinct_ids(monkeypatch):
         load_math_tasks(["aime24", "aime24"])
     with pytest.raises(mds.DataError, match="empty list"):
         load_math_tasks([])
+
+
+def test_critic_mode_with_task_drafts_has_every_episode_of_a_group_critique_one_draft(tmp_path):
+    import json
+
+    from llm_marl.envs.math.datasets import load_math_tasks
+
+    # AgentPO's offline-draft records: the critic reads the first of "solutions".
+    file = tmp_path / "drafts.jsonl"
+    rows = [
+        {"problem": "What is 2 + 2?", "answer": "4", "solutions": ["2 + 2 = 5, so \\boxed{5}."]},
+        {"problem": "What is 3 * 3?", "answer": "9", "solutions": ["3 * 3 = 9: \\boxed{9}."]},
+    ]
+    file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tasks = load_math_tasks(str(file))
+    assert tasks[0]["draft"] == "2 + 2 = 5, so \\boxed{5}."
+
+    seen: list[str] = []
+
+    def critic(conv):
+        seen.append(conv[-1]["content"])
+        return f"critique #{len(seen)}"
+
+    policies = {
+        "actor": ScriptedPolicy(lambda conv: "\\boxed{4}", "actor"),
+        "critic": ScriptedPolicy(critic, "critic"),
+    }
+    episodes = collect(
+        "math_critic-v0",
+        policies,
+        tasks[:1],
+        group_size=4,
+        sampling=SamplingParams(),
+        seed=0,
+        env_kwargs={"drafts": "task", "dataset": str(file)},
+        progress=False,
+    )
+    # One draft for the whole group: every critique saw the same one; the actor only revised.
+    assert len(seen) == 4 and len(set(seen)) == 1 and "\\boxed{5}" in seen[0]
+    for ep in episodes:
+        assert ep.ok and [len(t.turns) for t in ep.trajectories.values()] == [1, 1]
+        assert ep.reward_components["draft_correct"] == 0.0
+        assert ep.total_reward == 1.0  # the revision fixed the wrong draft
+    env = llm_marl.make("math_critic-v0", drafts="task")  # the bundled sample has no drafts
+    with pytest.raises(mds.DataError, match="has no 'draft'"):
+        env.reset(seed=0)
+    with pytest.raises(ValueError, match="drafts must be one of"):
+        llm_marl.make("math_critic-v0", drafts="offline")
