@@ -16,7 +16,14 @@ The paper's setting (``--preset agentpo-math-hint`` / ``agentpo-math-critic``)::
     python examples/train_agentpo.py --preset agentpo-math-critic \\
         --policies.frozen.actor openai:meta-llama/Llama-3.2-3B-Instruct@http://localhost:8000/v1
     python examples/train_agentpo.py --preset agentpo-math-hint --model tiny \\
-        --policies.frozen.actor tiny --steps 2                 # the same topology, offline
+        --policies.frozen.actor tiny --steps 2 --trainer.sampling.hint.max_new_tokens 8 \\
+        --trainer.sampling.actor.max_new_tokens 8 --eval-sampling none \\
+        --trainer.eval_env_kwargs.limit 1                     # the same topology, offline
+
+The paper presets train on 500 MATH level 3-5 problems (``math_level3to5``, from
+``$LLM_MARL_DATA_DIR``) and evaluate on MATH-500, AIME24, AMC23, Minerva Math and OlympiadBench
+(``trainer.eval_env_kwargs``); the collaborator samples at temperature 1.0 with 768 tokens, the
+frozen actor greedily with 2,048 (``trainer.sampling`` per agent), as the release does.
 
 A frozen agent is ``policies.frozen.AGENT SPEC``: ``tiny``, ``hf:PATH`` (a local or Hub model),
 ``openai:MODEL@URL`` (any OpenAI-compatible server, key from ``$OPENAI_API_KEY``) or

@@ -1,7 +1,8 @@
 """AgentPO-GRPO — train one collaborator agent beside frozen agents.
 
 Sun, Liu, Zhang, Wu, Lu, Wu. "AgentPO: Enhancing Multi-Agent Collaboration via Reinforcement
-Learning." ICLR 2026. Reference code: github.com/sunlin-ai/agentpo (verl / DAPO recipe).
+Learning." ICLR 2026. Reference code: the AgentPO release, github.com/dreaming-madao/agentpo
+(verl / DAPO recipe).
 
 A fixed multi-agent topology holds one **trainable collaborator** and one or more **frozen**
 agents (the actor: a local model, an ``OpenAIPolicy`` or a function):
@@ -13,9 +14,11 @@ agents (the actor: a local model, an ``OpenAIPolicy`` or a function):
 
 The topology is the environment; this class only needs to know which agent learns. The reward is
 the actor's binary correctness. The collaborator is trained with GRPO as in the paper's released
-config (``scripts/train.sh``): group-normalised advantages ``(R - mean) / std`` over the ``G``
-episodes of a task, token-mean loss aggregation, clip-higher (``clip_low=0.2``,
-``clip_high=0.28``), no KL term, AdamW with weight decay 0.1, 10 warmup steps, grad-norm 1.0.
+config (``scripts/train.sh`` of the initial release, commit 8987a7e): group-normalised
+advantages ``(R - mean) / std`` over the ``G`` episodes of a task, token-mean loss aggregation,
+clip-higher (``clip_ratio_low=0.2``, ``clip_ratio_high=0.28``), dual-clip
+(``clip_ratio_c=10.0``), no KL term, AdamW with weight decay 0.1, 10 warmup steps, grad-norm
+1.0.
 
 Usage::
 
@@ -60,6 +63,9 @@ class AgentPOConfig(PGConfig):
     """Lower clip range (``1 - 0.2``)."""
     clip_high: float | None = 0.28
     """Upper clip range (``1 + 0.28``): DAPO's clip-higher keeps exploration alive."""
+    clip_ratio_c: float | None = 10.0
+    """Dual-clip: a negative advantage's per-token loss is capped at ``-A * 10`` (released
+    config: ``actor_rollout_ref.actor.clip_ratio_c=10.0``)."""
     kl_coef: float = 0.0
     """No KL penalty (released config: ``use_kl_loss=False``)."""
     aggregation: Aggregation = "token-mean"

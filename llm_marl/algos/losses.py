@@ -4,10 +4,16 @@
 "old" policy), advantages and a mask into a per-token loss: the PPO/GRPO clipped surrogate with
 asymmetric clipping (*clip-higher*, DAPO: ``1 - clip_low`` .. ``1 + clip_high``) plus an optional
 KL penalty to a reference policy with the k3 estimator :func:`k3_kl`
-``exp(ref - logp) - (ref - logp) - 1`` (unbiased, always >= 0). :func:`aggregate` reduces it:
+``exp(ref - logp) - (ref - logp) - 1`` (unbiased, always >= 0), and optionally dual-clip
+(``clip_ratio_c``: for negative advantages the loss is capped at ``-A * c``, Ye et al. 2020, as
+verl's ``compute_policy_loss`` does). :func:`policy_gradient_loss` is the plain policy gradient
+``-A * logp`` per token (no ratio, no clip: CoMLRL's MAGRPO loss). :func:`aggregate` reduces a
+per-token loss:
 
 * ``"token-mean"`` — every generated token weighs the same (DAPO / AgentPO),
 * ``"sequence-mean"`` — mean over each sequence's tokens, then over sequences (original GRPO),
+* ``"sequence-sum"`` — sum over each sequence's tokens, mean over sequences (CoMLRL's MAGRPO:
+  ``-A * sum_t logp_t`` averaged over completions),
 * ``"token-sum"`` — sum divided by a constant (Dr. GRPO).
 
 The loop that feeds these functions batches of samples and steps an optimizer is
@@ -22,9 +28,14 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     import torch
 
-Aggregation = Literal["token-mean", "sequence-mean", "token-sum"]
+Aggregation = Literal["token-mean", "sequence-mean", "sequence-sum", "token-sum"]
 """How per-token losses are reduced to a scalar (see the module docstring)."""
-AGGREGATIONS: tuple[Aggregation, ...] = ("token-mean", "sequence-mean", "token-sum")
+AGGREGATIONS: tuple[Aggregation, ...] = ("token-mean", "sequence-mean", "sequence-sum", "token-sum")
+
+LossKind = Literal["clipped", "policy-gradient"]
+"""``clipped``: :func:`clipped_pg_loss` (PPO/GRPO surrogate); ``policy-gradient``:
+:func:`policy_gradient_loss` (``-A * logp``, no ratio, no clip)."""
+LOSSES: tuple[LossKind, ...] = ("clipped", "policy-gradient")
 
 
 def stack_logprobs(logprobs: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -54,12 +65,15 @@ def clipped_pg_loss(
     clip_high: float | None = None,
     ref_logprobs: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    clip_ratio_c: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Per-token clipped surrogate loss (to be minimised) and per-token diagnostics.
 
     All inputs are ``[B, T]`` (``advantages`` may be ``[B]``: one per sequence). Returns the
     per-token loss (zero where ``mask`` is 0) and a dict with per-token ``ratio``, ``clipped``
-    (1 where the clipped branch was taken), ``kl`` (only with a reference).
+    (1 where the clipped branch was taken), ``kl`` (only with a reference) and, with
+    ``clip_ratio_c`` (dual-clip, must be > 1), ``dual_clipped`` (1 where a negative advantage's
+    loss was capped at ``-A * clip_ratio_c``).
     """
     import torch
 
@@ -74,11 +88,35 @@ def clipped_pg_loss(
     clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + high)
     per_token = torch.maximum(unclipped, clipped)
     stats = {"ratio": ratio.detach(), "clipped": (clipped > unclipped).float().detach()}
+    if clip_ratio_c is not None:
+        if clip_ratio_c <= 1.0:
+            raise ValueError(f"clip_ratio_c (dual-clip) must be > 1, got {clip_ratio_c}")
+        # A huge ratio on a token with a negative advantage would dominate the batch: cap it.
+        cap = -advantages * clip_ratio_c
+        capped = torch.where(advantages < 0, torch.minimum(per_token, cap), per_token)
+        stats["dual_clipped"] = ((capped < per_token) & (advantages < 0)).float().detach()
+        per_token = capped
     if ref_logprobs is not None and kl_coef > 0:
         kl = k3_kl(logprobs, ref_logprobs)
         per_token = per_token + kl_coef * kl
         stats["kl"] = kl.detach()
     return per_token * mask, stats
+
+
+def policy_gradient_loss(
+    logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """Per-token plain policy-gradient loss ``-A * logp`` (zero where ``mask`` is 0).
+
+    No importance ratio and no clipping: the loss of CoMLRL's MAGRPO trainer, which is
+    ``-A * sum_t logp_t`` averaged over completions once reduced with ``"sequence-sum"``. Its
+    gradient equals the clipped loss's at ratio 1 (one pass over fresh samples); only the value
+    and the reduction differ.
+    """
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(-1).expand_as(logprobs)
+    mask = mask.to(logprobs.dtype)
+    return -advantages * logprobs * mask
 
 
 def aggregate(
@@ -103,6 +141,9 @@ def aggregate(
         lengths = mask.sum(-1).clamp(min=1.0)
         denom = num_sequences if num_sequences is not None else float(per_token.shape[0])
         return (per_token.sum(-1) / lengths).sum() / max(denom, 1.0)
+    if mode == "sequence-sum":
+        denom = num_sequences if num_sequences is not None else float(per_token.shape[0])
+        return per_token.sum() / max(denom, 1.0)
     if mode == "token-sum":
         denom = constant if constant is not None else float(mask.shape[0] * mask.shape[1])
         return per_token.sum() / max(denom, 1.0)

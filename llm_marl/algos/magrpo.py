@@ -17,8 +17,10 @@ rollout plays ``G`` episodes (:func:`llm_marl.rollout.collect` with ``group_size
 * **Decentralised actors.** Each trainable agent keeps its own optimizer and is updated with the
   clipped policy-gradient loss on its own tokens
   (:func:`~llm_marl.algos.update.policy_gradient_update`, run by
-  :class:`~llm_marl.algos.base.PolicyGradientAlgorithm`). Agents that share one policy object
-  (parameter sharing) share one optimizer. Frozen agents play along but are never updated.
+  :class:`~llm_marl.algos.base.PolicyGradientAlgorithm`), or with CoMLRL's plain policy
+  gradient (``loss="policy-gradient"``, ``aggregation="sequence-sum"``). Agents that share one
+  policy object (parameter sharing) share one optimizer. Frozen agents play along but are never
+  updated.
 
 Usage::
 
@@ -48,9 +50,13 @@ from llm_marl.rollout.types import Episode, group_episodes
 
 @dataclass
 class MAGRPOConfig(PGConfig):
-    """MAGRPO hyperparameters. Defaults follow CoMLRL's MAGRPO (see ``PRESETS`` in the example).
+    """MAGRPO hyperparameters; the presets (:mod:`llm_marl.train.presets.magrpo`) hold the
+    paper's values with their sources.
 
-    Inherits the optimizer / loss fields of :class:`~llm_marl.algos.update.PGConfig`.
+    Inherits the optimizer / loss fields of :class:`~llm_marl.algos.update.PGConfig`. The
+    default loss is our clipped surrogate (``loss="clipped"``); CoMLRL's own MAGRPO loss is
+    ``loss="policy-gradient", aggregation="sequence-sum"`` (``-A * sum_t logp_t`` averaged over
+    completions, no ratio, no clip), which the paper presets use.
     """
 
     lr: float = 2e-5

@@ -60,7 +60,7 @@ class MATPOConfig(PGConfig):
     lr: float = 1e-6
     """AdamW learning rate."""
     clip_high: float | None = 0.28
-    """Clip-higher upper range, as in the DAPO recipe MATPO builds on."""
+    """Clip-higher upper range (DAPO's ``0.28``; not a value taken from MATPO's release)."""
     aggregation: Aggregation = "token-mean"
     """Must stay ``token-mean``: role balancing is expressed through it."""
     planner: str = "planner"

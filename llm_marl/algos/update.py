@@ -22,9 +22,12 @@ from typing import TYPE_CHECKING, TypeVar
 
 from llm_marl.algos.losses import (
     AGGREGATIONS,
+    LOSSES,
     Aggregation,
+    LossKind,
     aggregate,
     clipped_pg_loss,
+    policy_gradient_loss,
     stack_logprobs,
 )
 from llm_marl.algos.samples import Sample
@@ -65,11 +68,19 @@ class PGConfig:
     clip_high: float | None = None
     """The ratio is clipped above at ``1 + clip_high``; ``None``: same as ``clip_low``.
     ``0.28`` with ``clip_low=0.2`` is DAPO's clip-higher."""
+    clip_ratio_c: float | None = None
+    """Dual-clip (must be > 1): for negative advantages the per-token loss is capped at
+    ``-A * clip_ratio_c`` (verl's ``clip_ratio_c``); ``None`` disables it."""
     kl_coef: float = 0.0
     """Weight of the k3 KL penalty to the reference policy (LoRA: the base with adapters
     disabled). ``0`` skips the reference forward pass entirely."""
+    loss: LossKind = "clipped"
+    """``clipped``: the PPO/GRPO clipped surrogate; ``policy-gradient``: ``-A * logp`` with no
+    ratio and no clip (CoMLRL's MAGRPO loss, with ``aggregation="sequence-sum"``; the clip
+    fields and the KL term are then unused)."""
     aggregation: Aggregation = "token-mean"
-    """How per-token losses are reduced: ``token-mean``, ``sequence-mean`` or ``token-sum``."""
+    """How per-token losses are reduced: ``token-mean``, ``sequence-mean``, ``sequence-sum``
+    or ``token-sum``."""
     token_sum_normalizer: float | None = None
     """For ``token-sum``: the constant to divide by (default: the largest completion length
     in the minibatch times the number of sequences, i.e. Dr. GRPO's ``B * T_max``)."""
@@ -89,6 +100,14 @@ class PGConfig:
             raise ValueError("clip_low and clip_high must be >= 0")
         if self.kl_coef < 0:
             raise ValueError(f"kl_coef must be >= 0, got {self.kl_coef}")
+        if self.loss not in LOSSES:
+            raise ValueError(f"unknown loss {self.loss!r}; choose one of {LOSSES}")
+        if self.clip_ratio_c is not None and self.clip_ratio_c <= 1.0:
+            raise ValueError(
+                f"clip_ratio_c (dual-clip) must be > 1 or None, got {self.clip_ratio_c}"
+            )
+        if self.loss == "policy-gradient" and self.kl_coef > 0:
+            raise ValueError("loss='policy-gradient' has no KL term: set kl_coef=0")
         if self.aggregation not in AGGREGATIONS:
             raise ValueError(
                 f"unknown aggregation {self.aggregation!r}; choose one of {AGGREGATIONS}"
@@ -212,17 +231,25 @@ def _backward(
     new_lp = stack_logprobs(_sequence_logprobs(policy, micro)).to(device)
     shape = (int(new_lp.shape[0]), int(new_lp.shape[1]))
     mask = _padded([s.mask for s in micro], shape, device)
-    ref = _padded([s.ref_logprobs for s in micro], shape, device) if config.kl_coef > 0 else None
-    per_token, stats = clipped_pg_loss(
-        new_lp,
-        _padded([s.old_logprobs for s in micro], shape, device),
-        _padded([s.advantages for s in micro], shape, device),
-        mask,
-        clip_low=config.clip_low,
-        clip_high=config.clip_high,
-        ref_logprobs=ref,
-        kl_coef=config.kl_coef,
-    )
+    advantages = _padded([s.advantages for s in micro], shape, device)
+    stats: dict[str, torch.Tensor] = {}
+    if config.loss == "policy-gradient":
+        per_token = policy_gradient_loss(new_lp, advantages, mask)
+    else:
+        ref = (
+            _padded([s.ref_logprobs for s in micro], shape, device) if config.kl_coef > 0 else None
+        )
+        per_token, stats = clipped_pg_loss(
+            new_lp,
+            _padded([s.old_logprobs for s in micro], shape, device),
+            advantages,
+            mask,
+            clip_low=config.clip_low,
+            clip_high=config.clip_high,
+            ref_logprobs=ref,
+            kl_coef=config.kl_coef,
+            clip_ratio_c=config.clip_ratio_c,
+        )
     weights = torch.tensor([s.weight for s in micro], device=device).unsqueeze(-1)
     loss = aggregate(
         per_token * weights,
@@ -235,9 +262,9 @@ def _backward(
     loss.backward()
     n = float(mask.sum())
     if n:
-        for name in ("clipped", "ratio", "kl"):
+        for name in ("clipped", "dual_clipped", "ratio", "kl"):
             if name in stats:
-                metric = "clip_frac" if name == "clipped" else name
+                metric = {"clipped": "clip_frac", "dual_clipped": "dual_clip_frac"}.get(name, name)
                 means.add(metric, float((stats[name] * mask).sum()) / n, n)
     return float(loss.detach())
 
@@ -256,7 +283,8 @@ def _fill_missing(policy: TrainablePolicy, samples: list[Sample], config: PGConf
     """Old log-probs for samples the rollout gave none, and reference log-probs for the KL."""
     import torch
 
-    need_old = [s for s in samples if s.old_logprobs is None]
+    # The plain policy gradient has no ratio: it needs no old log-probs.
+    need_old = [s for s in samples if s.old_logprobs is None] if config.loss == "clipped" else []
     with torch.no_grad():
         for batch in _chunks(need_old, config.micro_batch_size):
             for s, lp in zip(batch, _sequence_logprobs(policy, batch)):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,8 +48,10 @@ class TrainerConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for ``llm_marl.make(env, **env_kwargs)``."""
     eval_env_kwargs: dict[str, Any] | None = None
-    """Overrides of ``env_kwargs`` for the env whose tasks evaluations play, e.g.
-    ``{"split": "eval"}`` for a held-out split (``None``: evaluate on the training tasks)."""
+    """The held-out evaluation: keyword arguments layered over ``env_kwargs`` (e.g.
+    ``{"split": "eval"}``) of the env whose ``.tasks`` are evaluated, and which plays them.
+    ``None``: evaluate on the training tasks, with a warning (unless the Trainer is given
+    ``eval_tasks=``)."""
     steps: int = 100
     """Training steps (one collect + one ``update`` each)."""
     tasks_per_step: int = 4
@@ -138,7 +141,8 @@ class Trainer:
         env: Overrides ``config.env``: an env id, or a zero-argument factory (e.g. one that
             wraps the env in ``FrozenAgents``).
         tasks: Training tasks (dicts with ``task_id``); default: the env's own ``tasks``.
-        eval_tasks: Evaluation tasks; default: the training tasks.
+        eval_tasks: Evaluation tasks; default: the tasks of the env built with
+            ``config.eval_env_kwargs``, else the training tasks (with a warning).
     """
 
     def __init__(
@@ -166,12 +170,11 @@ class Trainer:
         agents = list(probe.possible_agents)
         self.policies = check_policies(policies, agents)
         self.tasks = [dict(t) for t in (tasks if tasks is not None else _env_tasks(probe))]
-        if eval_tasks is None and self.config.eval_env_kwargs is not None:
-            eval_tasks = self._held_out_tasks()
-        self.eval_tasks = [dict(t) for t in eval_tasks] if eval_tasks is not None else self.tasks
         if not self.tasks:
             raise ValueError("no training tasks: pass tasks=[...] or use an env with .tasks")
         probe.close()
+        self.eval_env_kwargs = {**self.config.env_kwargs, **(self.config.eval_env_kwargs or {})}
+        self.eval_tasks = self._eval_tasks(eval_tasks)
         if self.config.group_size < algorithm.min_group_size:
             raise ValueError(
                 f"{type(algorithm).__name__} compares episodes within a group: group_size must "
@@ -192,26 +195,44 @@ class Trainer:
 
     # ------------------------------------------------------------------ helpers
 
-    def _make_env(self):
+    def _make_env(self, env_kwargs: Mapping[str, Any] | None = None):
         if isinstance(self.env, str):
             from llm_marl.envs.registration import make
 
-            return make(self.env, **self.config.env_kwargs)
+            return make(self.env, **(self.config.env_kwargs if env_kwargs is None else env_kwargs))
         return self.env()
 
-    def _held_out_tasks(self) -> list[dict[str, Any]]:
-        """The tasks of the env built with ``eval_env_kwargs`` over ``env_kwargs``."""
-        if not isinstance(self.env, str):
-            raise ValueError("eval_env_kwargs only apply when env is a registered id")
-        from llm_marl.envs.registration import make
-
-        held_out = make(
-            self.env, **{**self.config.env_kwargs, **(self.config.eval_env_kwargs or {})}
+    def _eval_tasks(self, given: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
+        """The held-out tasks: ``given``, else the eval env's, else (warned) the training tasks."""
+        if given is not None or self.config.eval_env_kwargs is not None:
+            if given is not None:
+                chosen = [dict(t) for t in given]
+            elif not isinstance(self.env, str):
+                raise ValueError("eval_env_kwargs only apply when env is a registered id")
+            else:
+                probe = self._make_env(self.eval_env_kwargs)
+                try:
+                    chosen = [dict(t) for t in _env_tasks(probe)]
+                finally:
+                    probe.close()
+            train_ids = {t.get("task_id") for t in self.tasks} - {None}
+            shared = sorted(str(t["task_id"]) for t in chosen if t.get("task_id") in train_ids)
+            if shared:
+                warnings.warn(
+                    f"{len(shared)} of the {len(chosen)} eval tasks are also training tasks "
+                    f"(e.g. {shared[:3]}): eval rewards on them measure fit, not generalisation",
+                    UserWarning,
+                    stacklevel=3,
+                )
+            return chosen
+        warnings.warn(
+            "the Trainer evaluates on its training tasks (no held-out split): eval rewards "
+            "measure fit, not generalisation. Set TrainerConfig.eval_env_kwargs (e.g. "
+            '{"split": "eval"}) or pass eval_tasks=[...]',
+            UserWarning,
+            stacklevel=3,
         )
-        try:
-            return _env_tasks(held_out)
-        finally:
-            held_out.close()
+        return self.tasks
 
     def _align_logprob_temperature(self) -> None:
         """Training log-probs must use the sampling temperature, or importance ratios are off."""
@@ -250,7 +271,8 @@ class Trainer:
         """Base seed of ``collect`` at training step ``step`` (disjoint from the eval seed)."""
         return (self.config.seed * 7_919 + (step + 1) * 104_729) % 2**31
 
-    def _collect(self, tasks, group_size, sampling, seed) -> list[Episode]:
+    def _collect(self, tasks, group_size, sampling, seed, env_kwargs=None) -> list[Episode]:
+        kwargs = self.config.env_kwargs if env_kwargs is None else env_kwargs
         return collect(
             self.env,
             self.policies,
@@ -258,7 +280,7 @@ class Trainer:
             group_size=group_size,
             sampling=sampling,
             seed=seed,
-            env_kwargs=self.config.env_kwargs if isinstance(self.env, str) else None,
+            env_kwargs=kwargs if isinstance(self.env, str) else None,
             progress=False,
             max_workers=self.config.max_workers,
         )
@@ -287,6 +309,7 @@ class Trainer:
             group_size or self.config.eval_group_size,
             sampling if sampling is not None else self.eval_sampling,
             (self.config.seed + _EVAL_SEED_OFFSET) % 2**31 if seed is None else seed,
+            self.eval_env_kwargs,
         )
         return episode_metrics(episodes)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llm_marl.algos.losses import aggregate, clipped_pg_loss, k3_kl
+from llm_marl.algos.losses import aggregate, clipped_pg_loss, k3_kl, policy_gradient_loss
 
 
 def test_ratio_one_gives_minus_advantage_per_token():
@@ -86,3 +86,43 @@ def test_token_mean_and_sequence_mean_differ_on_unequal_lengths():
     assert aggregate(per_token, mask, "token-sum", constant=2.0).item() == pytest.approx(4.0)
     with pytest.raises(ValueError):
         aggregate(per_token, mask, "median")
+
+
+def test_dual_clip_caps_the_loss_of_a_negative_advantage_with_a_huge_ratio():
+    old = torch.zeros(1, 3)
+    mask = torch.ones(1, 3)
+    # ratios 20, 5 and 0.5 on the tokens of one sequence with advantage -1
+    lp = torch.log(torch.tensor([[20.0, 5.0, 0.5]])).requires_grad_()
+    plain, _ = clipped_pg_loss(lp, old, torch.tensor([-1.0]), mask, clip_low=0.2)
+    dual, stats = clipped_pg_loss(lp, old, torch.tensor([-1.0]), mask, clip_ratio_c=10.0)
+    # Without dual-clip the loss is -A * ratio = 20; dual-clip caps it at -A * c = 10.
+    assert plain.tolist()[0] == pytest.approx([20.0, 5.0, 0.8])
+    assert dual.tolist()[0] == pytest.approx([10.0, 5.0, 0.8])
+    assert stats["dual_clipped"].tolist() == [[1.0, 0.0, 0.0]]
+    dual.sum().backward()
+    assert lp.grad[0, 0].item() == 0.0  # the capped token gets no gradient
+    assert lp.grad[0, 1].item() == pytest.approx(5.0)  # d(-A * r)/d logp = -A * r
+    # Positive advantages are never dual-clipped.
+    pos, stats = clipped_pg_loss(lp.detach(), old, torch.tensor([1.0]), mask, clip_ratio_c=10.0)
+    assert pos.tolist()[0] == pytest.approx([-1.2, -1.2, -0.5])
+    assert stats["dual_clipped"].sum() == 0
+    with pytest.raises(ValueError, match="must be > 1"):
+        clipped_pg_loss(lp, old, torch.tensor([-1.0]), mask, clip_ratio_c=1.0)
+
+
+def test_the_comlrl_loss_is_minus_advantage_times_summed_logprobs_averaged_over_completions():
+    # Two completions of lengths 2 and 3 (right-padded), advantages +0.5 and -1.5.
+    lp = torch.tensor([[-1.0, -2.0, 0.0], [-0.5, -0.25, -3.0]], requires_grad=True)
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    adv = torch.tensor([0.5, -1.5])
+    per_token = policy_gradient_loss(lp, adv, mask)
+    loss = aggregate(per_token, mask, "sequence-sum")
+    # By hand: ( -0.5 * (-1 - 2) + 1.5 * (-0.5 - 0.25 - 3) ) / 2 = (1.5 - 5.625) / 2
+    assert loss.item() == pytest.approx((1.5 - 5.625) / 2)
+    loss.backward()
+    # d loss / d logp = -A / (number of completions), on generated tokens only
+    assert lp.grad[0].tolist() == pytest.approx([-0.25, -0.25, 0.0])
+    assert lp.grad[1].tolist() == pytest.approx([0.75, 0.75, 0.75])
+    # With micro-batches, the whole minibatch's number of sequences normalises.
+    half = aggregate(per_token[:1], mask[:1], "sequence-sum", num_sequences=2.0)
+    assert half.item() == pytest.approx(1.5 / 2)

@@ -127,3 +127,42 @@ def test_no_trainable_parameters_is_a_clear_error():
     frozen = torch.nn.Parameter(torch.zeros(2), requires_grad=False)
     with pytest.raises(ValueError, match="no trainable parameters"):
         make_optimizer([frozen], PGConfig())
+
+
+def test_the_comlrl_loss_update_matches_the_hand_computed_gradient_step():
+    # One plain policy-gradient step with SGD-like AdamW settings is hard to compute by hand;
+    # compare instead with the gradient of -mean_i A_i * sum_t logp_it computed directly.
+    policy = BigramPolicy(seed=4)
+    samples = [
+        Sample([0], [5, 6], [1, 1], [0.5, 0.5], None),
+        Sample([1], [2, 3, 4], [1, 1, 1], [-1.5, -1.5, -1.5], None),
+    ]
+    expected_policy = BigramPolicy(seed=4)
+    lps = expected_policy.sequence_logprobs([[0], [1]], [[5, 6], [2, 3, 4]])
+    expected_loss = -(0.5 * lps[0].sum() - 1.5 * lps[1].sum()) / 2
+    expected_loss.backward()
+    cfg = PGConfig(
+        lr=0.1,
+        loss="policy-gradient",
+        aggregation="sequence-sum",
+        max_grad_norm=None,
+        weight_decay=0.01,
+    )
+    opt, _ = make_optimizer(policy.parameters(), cfg)
+    grads = {}
+    policy.table.register_hook(lambda g: grads.setdefault("table", g.clone()))
+    metrics = policy_gradient_update(policy, opt, samples, cfg)
+    assert metrics["loss"] == pytest.approx(expected_loss.item(), rel=1e-6)
+    assert torch.allclose(grads["table"], expected_policy.table.grad, atol=1e-7)
+    # No old log-probs are needed (no ratio): the only log-prob pass is the training one.
+    assert all(s.old_logprobs is None for s in samples)
+    assert "clip_frac" not in metrics and opt.param_groups[0]["weight_decay"] == 0.01
+
+
+def test_policy_gradient_loss_refuses_a_kl_term():
+    with pytest.raises(ValueError, match="no KL term"):
+        PGConfig(loss="policy-gradient", kl_coef=0.1)
+    with pytest.raises(ValueError, match="unknown loss"):
+        PGConfig(loss="reinforce")
+    with pytest.raises(ValueError, match="clip_ratio_c"):
+        PGConfig(clip_ratio_c=0.5)

@@ -13,7 +13,7 @@ import pytest
 from llm_marl.data.loading import DATA_DIR_ENV
 from llm_marl.envs.math import datasets as mds
 from llm_marl.envs.math.datasets import EVAL_BENCHMARKS, load_math_tasks
-from llm_marl.envs.math.prompts import STEP_BY_STEP
+from llm_marl.envs.math.prompts import HINT_SYSTEM, STEP_BY_STEP
 from llm_marl.eval import math_eval as lazy_math_eval
 from llm_marl.eval.cli import main
 from llm_marl.eval.math import format_report, math_eval
@@ -106,7 +106,7 @@ def test_hint_team_and_pass_at_1_over_samples():
     assert report["env_id"] == "math_hint-v0" and report["samples"] == 3
     b = report["benchmarks"]["sample"]
     assert b["pass@1"] == pytest.approx(expected) and b["num_episodes"] == 90
-    assert len(calls) == 90 and calls[0][0]["content"] == "Provide hint to solve the below problem."
+    assert len(calls) == 90 and calls[0][0]["content"] == HINT_SYSTEM
     records = report["episodes"]["sample"]
     assert len(records) == 90 and {r["sample"] for r in records} == {0, 1, 2}
     first = records[0]

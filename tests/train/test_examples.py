@@ -92,12 +92,18 @@ def test_agentpo_runs_on_both_paper_topologies(tmp_path, capsys, topology):
     # before or in the middle of the episode; the env's binary reward reaches it either way.
     # The paper presets' topology with offline tiny models in place of the 3B ones.
     agentpo = load_example("train_agentpo")
+    # The CPU smoke version of docs/reproduce.md: 8 tokens per agent, one problem of each
+    # of the five held-out benchmarks.
     args = ["--preset", f"agentpo-math-{topology}", "--model", "tiny"]
-    args += ["--policies.frozen.actor", "tiny", "--steps", "1", "--max-new-tokens", "8"]
+    args += ["--policies.frozen.actor", "tiny", "--steps", "1"]
+    args += [f"--trainer.sampling.{topology}.max_new_tokens", "8"]
+    args += ["--trainer.sampling.actor.max_new_tokens", "8", "--eval-sampling", "none"]
+    args += ["--trainer.eval_env_kwargs.limit", "1"]
     args += ["--group-size", "2", "--tasks-per-step", "2", "--output-dir", str(tmp_path)]
     args += ["--no-plot", "--no-progress", "--dtype", "none"]
     result = agentpo.main(args)
     assert result.final_step == 1
     row = result.history[-1]
     assert row["episodes"] == 4 and "reward/correct" in row
+    assert row["eval/episodes"] == 5  # one problem of each held-out benchmark
     assert "frozen actor weights bit-identical after training: True" in capsys.readouterr().out

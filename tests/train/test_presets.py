@@ -2,7 +2,10 @@
 
 ``*_EXAMPLE_PRESETS`` are the dicts of ``examples/train_magrpo.py`` / ``train_agentpo.py`` as
 they were before the presets moved into ``llm_marl.train.presets`` (commit 775deea), copied
-verbatim with their citations: every value must reach the same place in the resolved run.
+verbatim with their citations: every value of the toy and generic presets must reach the same
+place in the resolved run. The paper presets have since been corrected against the official code
+(issue 12: held-out splits, per-agent sampling, turns, losses); ``test_presets_paper.py`` checks
+them.
 """
 
 from __future__ import annotations
@@ -209,7 +212,11 @@ MAGRPO_SCRIPT_DEFAULTS = {
 AGENTPO_SCRIPT_DEFAULTS = {"top_p": 1.0, "model": "tiny"}
 
 
-@pytest.mark.parametrize("name", list(MAGRPO_EXAMPLE_PRESETS))
+PAPER_PRESETS = {"magrpo-coop-humaneval", "agentpo-math-hint", "agentpo-math-critic"}
+"""Presets changed on purpose since the move (see the module docstring)."""
+
+
+@pytest.mark.parametrize("name", [n for n in MAGRPO_EXAMPLE_PRESETS if n not in PAPER_PRESETS])
 def test_every_magrpo_value_reaches_the_run(name):
     old = {**MAGRPO_SCRIPT_DEFAULTS, **MAGRPO_EXAMPLE_PRESETS[name]}
     config = preset_config("magrpo", name)
@@ -229,7 +236,7 @@ def test_every_magrpo_value_reaches_the_run(name):
     assert config.policies.lora_rank == 8 and config.trainer.seed == 0
 
 
-@pytest.mark.parametrize("name", list(AGENTPO_EXAMPLE_PRESETS))
+@pytest.mark.parametrize("name", [n for n in AGENTPO_EXAMPLE_PRESETS if n not in PAPER_PRESETS])
 def test_every_agentpo_value_reaches_the_run(name):
     old = {**AGENTPO_SCRIPT_DEFAULTS, **AGENTPO_EXAMPLE_PRESETS[name]}
     config = preset_config("agentpo", name)
@@ -243,8 +250,9 @@ def test_every_agentpo_value_reaches_the_run(name):
 
 
 def test_no_preset_was_lost_or_added_silently():
+    added = ["magrpo-coop-humaneval-clipped", "magrpo-humaneval"]  # issue 12
     writing = ["magrpo-tldr", "magrpo-arxiv", "toy-tldr"]  # tests/envs/writing/test_presets.py
-    assert [p.name for p in presets_for("magrpo")] == [*MAGRPO_EXAMPLE_PRESETS, *writing]
+    assert [p.name for p in presets_for("magrpo")] == [*MAGRPO_EXAMPLE_PRESETS, *added, *writing]
     assert [p.name for p in presets_for("agentpo")] == list(AGENTPO_EXAMPLE_PRESETS)
     assert presets_for("matpo") == []
 

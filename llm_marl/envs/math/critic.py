@@ -3,8 +3,12 @@
 Paper
     AgentPO (ICLR 2026) freezes a strong actor and trains a small collaborator with GRPO on a
     binary correctness reward. In the feedback topology the collaborator reads the actor's
-    solution and writes a critique (errors, gaps; no rewrite), and the actor revises. AgentPO's
-    code reads offline drafts; here the actor writes its draft live in the episode.
+    solution and writes a critique (errors, gaps; no rewrite), and the actor revises. By default
+    (``drafts="episode"``) the actor writes its draft live in the episode; with the AgentPO
+    presets' greedy actor the ``G`` episodes of a group then draft the same text, so the group
+    baseline compares critiques of one draft. ``drafts="task"`` reads each task's fixed
+    ``draft`` instead, as AgentPO's code reads offline drafts (the first of a record's
+    ``solutions``): phase 1 is skipped and every episode of the task critiques that draft.
 Roles
     ``actor`` (usually frozen) and ``critic`` (the collaborator, usually trained), in three
     sequential phases: actor drafts, critic critiques, actor revises.
@@ -66,9 +70,16 @@ Evaluation: :func:`llm_marl.eval.math.math_eval` with ``critic_policy=``.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable, Mapping, Sequence
+
 from llm_marl.envs.base import Task, Transition
 from llm_marl.envs.math.env import Graded, MathEnv, check_math_task
 from llm_marl.envs.math.prompts import CRITIC_PROMPTS
+from llm_marl.errors import DataError
+
+DRAFT_SOURCES = ("episode", "task")
+"""Where the critiqued draft comes from (``math_critic-v0``'s ``drafts=``)."""
 
 
 class MathCriticEnv(MathEnv):
@@ -87,6 +98,41 @@ class MathCriticEnv(MathEnv):
         "revise_user": frozenset({"problem", "draft", "critique"}),
     }
     max_steps = 3
+
+    def __init__(
+        self,
+        tasks: Iterable[Task] | None = None,
+        *,
+        drafts: str = "episode",
+        dataset: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+        split: str | None = None,
+        limit: int | None = None,
+        prompts: Mapping[str, str | None] | None = None,
+        format_weight: float = 0.0,
+        require_boxed: bool = False,
+        grading_timeout: float | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        """``drafts``: ``"episode"`` (the actor drafts in each episode) or ``"task"`` (each
+        task's own ``draft``, as AgentPO's code does). The other arguments are
+        :class:`~llm_marl.envs.math.env.MathEnv`'s."""
+        if drafts not in DRAFT_SOURCES:
+            raise ValueError(
+                f"math_critic-v0: drafts must be one of {list(DRAFT_SOURCES)}, got {drafts!r}"
+            )
+        self.drafts = drafts
+        super().__init__(
+            tasks,
+            dataset=dataset,
+            split=split,
+            limit=limit,
+            prompts=prompts,
+            format_weight=format_weight,
+            require_boxed=require_boxed,
+            grading_timeout=grading_timeout,
+            render_mode=render_mode,
+        )
+
     _draft: str | None = None
     """The actor's draft (phase 1) of the current episode."""
     _draft_grade: Graded | None = None
@@ -96,6 +142,20 @@ class MathCriticEnv(MathEnv):
         check_math_task(task, type(self).__name__)
         self._draft = None
         self._draft_grade = None
+        if self.drafts == "task":
+            draft = task.get("draft")
+            if not isinstance(draft, str) or not draft.strip():
+                raise DataError(
+                    f"math_critic-v0 (drafts='task'): task {task['task_id']!r} has no 'draft' "
+                    "text; give each task a 'draft' (or load records with a 'draft' or "
+                    "'solutions' field), or use drafts='episode'"
+                )
+            # The whole group critiques this one draft: the group baseline compares critiques.
+            self._draft = draft.strip()
+            self._draft_grade = self._grade(draft)
+            self._ask("critic", "critic", problem=task["problem"], draft=self._draft)
+            self.set_active(["critic"])
+            return
         self._ask("actor", "actor", problem=task["problem"])
         self.set_active(["actor"])
 

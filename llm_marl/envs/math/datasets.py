@@ -23,6 +23,10 @@ A benchmark name (:data:`BENCHMARKS`)
        by the benchmark's rule, or inferred from the fields a hub record has), so scores may
        differ slightly from runs on the local files. The hub ids are documented, not tested:
        the tests run offline.
+A list of the above (e.g. ``["math500", "aime24", "amc23", "minerva_math", "olympiadbench"]``,
+:data:`AGENTPO_EVAL_BENCHMARKS`)
+    Their tasks in order, each with its own ``task_id`` prefix; ``split`` and ``limit`` apply to
+    each one (``split=None``: each benchmark's default split).
 A local ``.json`` / ``.jsonl`` / ``.csv`` / ``.parquet`` path, or any Hugging Face id ``org/name``
     Records need a problem field (``problem``, ``question``, ``Question``, ``input``, or a verl
     ``prompt`` message list) and a reference (``answer``, ``final_answer``, a verl
@@ -30,7 +34,8 @@ A local ``.json`` / ``.jsonl`` / ``.csv`` / ``.parquet`` path, or any Hugging Fa
 
 Each task is a dict with ``task_id`` (``"<dataset>/<row index>"``), ``problem``, ``answer`` (the
 reference answer as text, from :func:`llm_marl.envs.math.answers.reference_answer`), ``dataset``
-and ``source_index``. Loaded task lists are cached per (source, split), so building many envs
+and ``source_index``, plus ``draft`` when the record carries a fixed draft solution (a ``draft``
+field, or AgentPO's ``solutions`` list: see ``math_critic-v0``'s ``drafts="task"``). Loaded task lists are cached per (source, split), so building many envs
 (one per rollout slot) reads a file once.
 """
 
@@ -38,7 +43,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +94,9 @@ BENCHMARKS: dict[str, Benchmark] = {
 EVAL_BENCHMARKS = ("math500", "aime24", "amc23", "minerva_math", "olympiadbench", "gsm8k")
 """The test sets of AgentPO's results table (plus GSM8K)."""
 
+AGENTPO_EVAL_BENCHMARKS = ("math500", "aime24", "amc23", "minerva_math", "olympiadbench")
+"""The five benchmarks of AgentPO's main results table (the paper presets evaluate on them)."""
+
 _PROBLEM_KEYS = ("problem", "question", "Question", "input")
 
 _cache: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
@@ -96,16 +104,17 @@ _cache_lock = threading.Lock()
 
 
 def load_math_tasks(
-    dataset: str | os.PathLike[str] | None = None,
+    dataset: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
     split: str | None = None,
     limit: int | None = None,
 ) -> list[dict[str, Any]]:
     """Load math problems as env tasks (see the module docstring for what ``dataset`` may be).
 
     Args:
-        dataset: ``None``/``"sample"``, a benchmark name, a local file or a Hugging Face id.
+        dataset: ``None``/``"sample"``, a benchmark name, a local file, a Hugging Face id, or a
+            list of them (concatenated in order).
         split: the split of a benchmark or hub dataset (default: the benchmark's test split).
-        limit: keep the first ``limit`` problems (in file order).
+        limit: keep the first ``limit`` problems (in file order) of each dataset.
 
     Returns:
         A new list of task dicts (the dicts themselves are shared between calls: do not mutate).
@@ -116,6 +125,13 @@ def load_math_tasks(
     """
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive int or None, got {limit!r}")
+    if isinstance(dataset, Sequence) and not isinstance(dataset, str):
+        if not dataset:
+            raise DataError("dataset is an empty list: name at least one dataset")
+        names = [os.fspath(d) for d in dataset]
+        if len(set(names)) < len(names):
+            raise DataError(f"dataset lists a dataset twice: {names}")
+        return [t for name in names for t in load_math_tasks(name, split, limit)]
     name = SAMPLE_NAME if dataset is None else os.fspath(dataset)
     key = (name, split)
     with _cache_lock:
@@ -237,16 +253,30 @@ def _to_tasks(
             answer = _reference(record, benchmark, reference_answer)
         except (KeyError, TypeError, ValueError) as err:
             raise DataError(f"{label}: record #{i} has no usable reference answer: {err}") from err
-        tasks.append(
-            {
-                "task_id": f"{label}/{i}",
-                "problem": problem,
-                "answer": answer,
-                "dataset": label,
-                "source_index": i,
-            }
-        )
+        task = {
+            "task_id": f"{label}/{i}",
+            "problem": problem,
+            "answer": answer,
+            "dataset": label,
+            "source_index": i,
+        }
+        draft = _draft(record)
+        if draft is not None:
+            task["draft"] = draft
+        tasks.append(task)
     return tasks
+
+
+def _draft(record: Mapping[str, Any]) -> str | None:
+    """A fixed draft solution for ``math_critic-v0(drafts="task")``: a record's ``draft``, or
+    the first of its ``solutions`` (AgentPO's offline-draft files). A benchmark's reference
+    ``solution`` is never one: it would show the critic the answer."""
+    draft = record.get("draft")
+    if draft is None:
+        solutions = record.get("solutions")
+        if isinstance(solutions, (list, tuple)) and solutions:
+            draft = solutions[0]
+    return draft if isinstance(draft, str) and draft.strip() else None
 
 
 def _reference(record: Mapping[str, Any], benchmark: str | None, reference_answer: Any) -> str:

@@ -25,7 +25,7 @@ Errors
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -55,7 +55,7 @@ class MathEnv(LLMParallelEnv, abstract=True):
         self,
         tasks: Iterable[Task] | None = None,
         *,
-        dataset: str | os.PathLike[str] | None = None,
+        dataset: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
         split: str | None = None,
         limit: int | None = None,
         prompts: Mapping[str, str | None] | None = None,

@@ -9,7 +9,10 @@ Roles
     phases of one episode. ``MathHintEnv.collaborator == "hint"``.
 Observation
     Phase 1 (``hint`` acts): ``hint_system`` + ``hint_user`` (the bare problem). Defaults
-    (AgentPO's): system "Provide hint to solve the below problem.", user "<problem>".
+    (AgentPO's released ones): system "Rewrite the question below to make it easier to
+    understand.", user "<problem>". ``hint_prompt="hint"`` uses AgentPO's backup system prompt
+    "Provide hint to solve the below problem." instead (see
+    :data:`llm_marl.envs.math.prompts.HINT_SYSTEMS`).
     Phase 2 (``actor`` acts): ``actor_system`` + ``actor_user`` with the problem and the hint.
     Defaults: system "Please reason step by step, and put your final answer within \\boxed{}.",
     user "Problem: <problem> (Hint: <hint>) Let's think step by step and output the final
@@ -54,9 +57,12 @@ model, ``OpenAIPolicy`` or vLLM). Evaluation: :func:`llm_marl.eval.math.math_eva
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable, Mapping, Sequence
+
 from llm_marl.envs.base import Task, Transition
 from llm_marl.envs.math.env import MathEnv, check_math_task
-from llm_marl.envs.math.prompts import HINT_PROMPTS
+from llm_marl.envs.math.prompts import HINT_PROMPTS, HINT_SYSTEMS
 
 
 class MathHintEnv(MathEnv):
@@ -73,6 +79,41 @@ class MathHintEnv(MathEnv):
         "actor_user": frozenset({"problem", "hint"}),
     }
     max_steps = 2
+
+    def __init__(
+        self,
+        tasks: Iterable[Task] | None = None,
+        *,
+        hint_prompt: str = "rewrite",
+        dataset: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+        split: str | None = None,
+        limit: int | None = None,
+        prompts: Mapping[str, str | None] | None = None,
+        format_weight: float = 0.0,
+        require_boxed: bool = False,
+        grading_timeout: float | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        """``hint_prompt``: ``"rewrite"`` (AgentPO's released prompt, the default) or
+        ``"hint"`` (its backup); an explicit ``prompts["hint_system"]`` wins over it. The other
+        arguments are :class:`~llm_marl.envs.math.env.MathEnv`'s."""
+        if hint_prompt not in HINT_SYSTEMS:
+            raise ValueError(
+                f"math_hint-v0: hint_prompt must be one of {sorted(HINT_SYSTEMS)}, got "
+                f"{hint_prompt!r}"
+            )
+        self.hint_prompt = hint_prompt
+        super().__init__(
+            tasks,
+            dataset=dataset,
+            split=split,
+            limit=limit,
+            prompts={"hint_system": HINT_SYSTEMS[hint_prompt], **(prompts or {})},
+            format_weight=format_weight,
+            require_boxed=require_boxed,
+            grading_timeout=grading_timeout,
+            render_mode=render_mode,
+        )
 
     def setup_episode(self, task: Task) -> None:
         check_math_task(task, type(self).__name__)

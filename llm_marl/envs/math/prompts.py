@@ -10,9 +10,12 @@ The defaults follow the prompts of the AgentPO code (``dreaming-madao/agentpo``:
 ``agentpo/rl_dataset.py`` for the collaborators, ``agentpo/reward_manager_agentpo.py`` and
 ``agentpo/evaluation/math_eval_promptpo.py`` for the actor). Differences, on purpose:
 
-* the hint collaborator uses AgentPO's hint prompt ("Provide hint to solve the below problem.",
-  kept in that code as ``prompt_system_backup``); its latest default asks instead to *rewrite*
-  the question, a prompt-optimisation variant;
+* none for the hint collaborator: its default system prompt is the released one,
+  :data:`HINT_SYSTEM` ("Rewrite the question below to make it easier to understand.",
+  ``prompt_system`` in ``agentpo/rl_dataset.py`` of the initial release, commit 8987a7e). The
+  same file keeps "Provide hint to solve the below problem." as ``prompt_system_backup``
+  (:data:`HINT_SYSTEM_HINT`), an option: ``prompts={"hint_system": HINT_SYSTEM_HINT}`` or
+  ``hint_prompt="hint"`` on ``math_hint-v0``;
 * AgentPO writes ``\\boxed{{}}`` in plain (non-f) strings, so its models literally read
   ``\\boxed{{}}``; ours read ``\\boxed{}``;
 * AgentPO's critic reads offline drafts; here the actor writes the draft in the episode with
@@ -40,8 +43,17 @@ ACTOR_SYSTEM = "Please reason step by step, and put your final answer within \\b
 ACTOR_USER = "{problem} " + STEP_BY_STEP
 """The actor alone (``math_single-v0``, and the draft of ``math_critic-v0``)."""
 
-HINT_SYSTEM = "Provide hint to solve the below problem."
-"""The hint collaborator's system prompt (AgentPO, verbatim)."""
+HINT_SYSTEM = "Rewrite the question below to make it easier to understand."
+"""The hint collaborator's default system prompt: AgentPO's released one (``prompt_system`` in
+``agentpo/rl_dataset.py``), verbatim."""
+
+HINT_SYSTEM_HINT = "Provide hint to solve the below problem."
+"""The alternative hint prompt: AgentPO's ``prompt_system_backup`` (same file), verbatim."""
+
+HINT_SYSTEMS: Mapping[str, str] = MappingProxyType(
+    {"rewrite": HINT_SYSTEM, "hint": HINT_SYSTEM_HINT}
+)
+"""``math_hint-v0``'s ``hint_prompt=`` choices: the released default and the backup."""
 
 HINT_USER = "{problem}"
 """The hint collaborator sees the bare problem."""

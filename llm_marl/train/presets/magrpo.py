@@ -4,6 +4,13 @@ Every preset here also sets ``_RUN``: output under ``runs/magrpo``, a checkpoint
 about 20 console rows. Values a preset leaves out are the config defaults (``MAGRPOConfig``,
 ``TrainerConfig``, ``PoliciesConfig``); those the former example script filled in for every
 preset (top-p 1.0, discount 1.0, token-mean aggregation, greedy evaluation) are written out below.
+
+Losses. The toy and generic presets use our clipped surrogate (``loss="clipped"``: PPO/GRPO ratio
+clipping, several epochs possible). The paper presets use CoMLRL's own loss
+(``loss="policy-gradient"``, ``aggregation="sequence-sum"``: ``-A * sum_t logp_t`` averaged over
+completions, no ratio, no clip, one pass), and ``*-clipped`` variants of them swap in ours.
+The toy presets evaluate on their training tasks (the whole task space of a toy game; the
+Trainer warns); the paper presets evaluate on held-out splits.
 """
 
 from __future__ import annotations
@@ -17,7 +24,8 @@ _RUN: dict[str, Any] = {
 }
 
 # What the two toy presets share: tiny LMs, one-digit answers sampled at temperature 1, a KL
-# term, two passes per batch.
+# term, two passes per batch. Source of every toy value: chosen for llm_marl's CPU toys (they
+# learn in minutes on 2 cores), not taken from a paper.
 _TOY: dict[str, Any] = {
     "trainer": {
         "group_size": 16,
@@ -63,8 +71,12 @@ TOY_REFERENTIAL = preset(
     auto=True,
 )
 
-# Any other env (used when --env names a non-toy env and no --preset is given): the
-# hyperparameters of CoMLRL's MAGRPO config, with the offline tiny LM unless --model is set.
+# Any other env (used when --env names a non-toy env and no --preset is given), with the
+# offline tiny LM unless --model is set. Sources: group size 4 and discount 0.9 are the
+# defaults of CoMLRL's MAGRPOConfig (comlrl/trainers/magrpo.py: num_generations, discount);
+# 256 new tokens, temperature 0.6 and top-p 0.6 are LLM_Collab_Code_Generation's
+# configs/magrpo_che_config.yaml; lr 5e-6 comes from the former example script, and no official
+# file with it was found; steps, tasks per step and evaluation are ours.
 GENERIC = preset(
     "magrpo",
     "generic",
@@ -92,39 +104,104 @@ GENERIC = preset(
     auto=True,
 )
 
-# MAGRPO on CoopHumanEval as in Liu et al. 2025 / CoMLRL's released config
-# (configs/magrpo_che_config.yaml): Qwen2.5-Coder-3B helper + main, 4 generations per
-# task, temperature 0.6, top-p 0.6, 256 new tokens, lr 2e-5, 2 turns with discount 1.0,
-# aligned joint actions, mean-baseline advantages, bf16. CoMLRL trains full weights; add
-# --lora to fit one GPU. The first 16 problems are held out for evaluation in the paper.
+# MAGRPO on CoopHumanEval as in Liu et al. 2025, from the official code: the config
+# LLM_Collab_Code_Generation/configs/magrpo_che_config.yaml (commit 07663c1) and CoMLRL's
+# comlrl/trainers/magrpo.py (MAGRPOTrainer._compute_loss_with_gradients).
+#   agent_model: Qwen/Qwen2.5-Coder-3B, temperature 0.6, top_p 0.6, torch_dtype bfloat16;
+#   dataset: train_split train[16:], eval_split train[:16];
+#   magrpo: num_agents 2, num_turns 2, num_train_epochs 8, agent_learning_rate 2e-5,
+#   num_generations 4, max_new_tokens 256, discount 1.0, joint_mode aligned,
+#   advantage_normalization true (scale by the group's std).
+# The loss (CoMLRL): -A * (sum of the completion's token log-probs), averaged over the
+# completions, AdamW; weight decay 0.01 is issue 12's reading of the official trainer (not
+# re-verified here: HF TrainingArguments' own default is 0.0). One task per step: CoMLRL
+# requires per_device_train_batch_size 1. Not reproduced: CoMLRL's clamp of advantages to
+# [-10, 10] (inactive with std scaling and 4 generations: |A| <= sqrt(3)), its reward shift of
+# -4 (a constant: no effect on mean-baseline advantages) and its early stop of a turn whose
+# mean reward passes -0.2 (linear multi-turn rollouts only here). CoMLRL trains full weights;
+# add --lora to fit one GPU.
+_CHE: dict[str, Any] = {
+    "trainer": {
+        "env": "coop_humaneval-v0",
+        # CoopHumanEval [16:] (66 problems) trains, [:16] evaluates; 2 turns.
+        "env_kwargs": {"split": "train", "num_rounds": 2},
+        "eval_env_kwargs": {"split": "eval"},
+        "steps": 528,  # 8 epochs over the 66 training problems, one task per step
+        "group_size": 4,
+        "tasks_per_step": 1,
+        "sampling": {"max_new_tokens": 256, "temperature": 0.6, "top_p": 0.6},
+        "eval_every": 32,
+        "eval_group_size": 1,  # one greedy episode per eval task
+        "eval_sampling": None,
+    },
+    "algorithm": {
+        "lr": 2e-5,
+        "kl_coef": 0.0,
+        "epochs": 1,
+        "gamma": 1.0,
+        "baseline": "mean",
+        "scale": "std",
+    },
+    "policies": {
+        "model": "Qwen/Qwen2.5-Coder-3B",
+        "dtype": "bfloat16",
+        "format_warmup_steps": 0,
+    },
+}
+
+# The official loss (see above).
+_COMLRL_LOSS: dict[str, Any] = {
+    "algorithm": {
+        "loss": "policy-gradient",
+        "aggregation": "sequence-sum",
+        "weight_decay": 0.01,
+        "max_grad_norm": None,
+    }
+}
+
+# Ours: the clipped surrogate, sequence-mean (GRPO's reduction), no weight decay.
+_CLIPPED_LOSS: dict[str, Any] = {
+    "algorithm": {
+        "loss": "clipped",
+        "aggregation": "sequence-mean",
+        "weight_decay": 0.0,
+        "max_grad_norm": 1.0,
+    }
+}
+
+# Loss: CoMLRL's plain policy gradient.
 MAGRPO_COOP_HUMANEVAL = preset(
     "magrpo",
     "magrpo-coop-humaneval",
-    "CoopHumanEval as in Liu et al. 2025 / CoMLRL's config: Qwen2.5-Coder-3B helper + main",
+    "CoopHumanEval as in Liu et al. 2025 / CoMLRL: Coder-3B helper + main, 2 turns, CoMLRL loss",
+    {},
+    defaults=(_RUN, _CHE, _COMLRL_LOSS),
+)
+
+# Loss: our clipped surrogate; everything else as magrpo-coop-humaneval.
+MAGRPO_COOP_HUMANEVAL_CLIPPED = preset(
+    "magrpo",
+    "magrpo-coop-humaneval-clipped",
+    "magrpo-coop-humaneval with llm_marl's clipped surrogate instead of CoMLRL's loss",
+    {},
+    defaults=(_RUN, _CHE, _CLIPPED_LOSS),
+)
+
+# MAGRPO on HumanEval as in Liu et al. 2025, from
+# LLM_Collab_Code_Generation/configs/magrpo_he_config.yaml (commit 07663c1): as CoopHumanEval
+# above except dataset train_split test[33:163], eval_split test[:32] and num_train_epochs 6.
+# (HumanEval/32 and /163 are in neither split, as in the config.)
+MAGRPO_HUMANEVAL = preset(
+    "magrpo",
+    "magrpo-humaneval",
+    "HumanEval as in Liu et al. 2025 / CoMLRL: Coder-3B helper + main, 2 turns, CoMLRL loss",
     {
         "trainer": {
-            "env": "coop_humaneval-v0",
-            "steps": 528,  # 8 epochs over the 66 training problems, one task per step
-            "group_size": 4,
-            "tasks_per_step": 1,
-            "sampling": {"max_new_tokens": 256, "temperature": 0.6, "top_p": 0.6},
-            "eval_every": 32,
-            "eval_tasks": 16,
-            "eval_group_size": 1,  # one greedy episode per eval task
-            "eval_sampling": None,
-        },
-        "algorithm": {
-            "lr": 2e-5,
-            "kl_coef": 0.0,
-            "epochs": 1,
-            "gamma": 1.0,
-            "aggregation": "sequence-mean",
-        },
-        "policies": {
-            "model": "Qwen/Qwen2.5-Coder-3B",
-            "dtype": "bfloat16",
-            "format_warmup_steps": 0,
-        },
+            "env": "humaneval-v0",
+            "env_kwargs": {"split": "33:163", "num_rounds": 2},
+            "eval_env_kwargs": {"split": ":32"},
+            "steps": 780,  # 6 epochs over the 130 training problems, one task per step
+        }
     },
-    defaults=(_RUN,),
+    defaults=(_RUN, _CHE, _COMLRL_LOSS),
 )

@@ -261,7 +261,10 @@ def test_bad_prompt_overrides_say_what_is_allowed():
 
 
 def test_default_prompts_are_the_papers():
-    assert P.HINT_PROMPTS["hint_system"] == "Provide hint to solve the below problem."
+    assert P.HINT_PROMPTS["hint_system"] == (
+        "Rewrite the question below to make it easier to understand."
+    )
+    assert P.HINT_SYSTEMS["hint"] == "Provide hint to solve the below problem."
     assert P.CRITIC_PROMPTS["critic_system"].startswith("Given a question and its current solution")
     assert "Do not rewrite the solution, only highlight issues." in P.CRITIC_SYSTEM
     assert P.REVISE_SYSTEM.startswith("You have an opportunity to improve your solution.")
@@ -446,3 +449,81 @@ def test_tiny_model_critic_episode_restarts_the_actor_stream(tiny_policy):
         assert revision.observation[0]["content"] == P.REVISE_SYSTEM
         assert draft.text.strip() in revision.observation[-1]["content"]
         assert len(list(ep.trajectories["actor"].segments())) == 2
+
+
+def test_the_hint_prompt_is_the_released_one_and_the_backup_is_an_option():
+    rewrite = "Rewrite the question below to make it easier to understand."
+    backup = "Provide hint to solve the below problem."
+    for kwargs, system in (
+        ({}, rewrite),
+        ({"hint_prompt": "hint"}, backup),
+        ({"hint_prompt": "hint", "prompts": {"hint_system": "Mine."}}, "Mine."),
+    ):
+        env = llm_marl.make("math_hint-v0", **kwargs)
+        obs, _ = env.reset(seed=0, options={"task_id": "sample/1"})
+        assert obs["hint"][0] == {"role": "system", "content": system}
+    with pytest.raises(ValueError, match=r"hint_prompt must be one of \['hint', 'rewrite'\]"):
+        llm_marl.make("math_hint-v0", hint_prompt="paraphrase")
+
+
+def test_a_list_of_datasets_concatenates_them_with_distinct_ids(monkeypatch):
+    from llm_marl.envs.math.datasets import AGENTPO_EVAL_BENCHMARKS, load_math_tasks
+
+    monkeypatch.setenv(DATA_DIR_ENV, str(SHARED_DATA))
+    tasks = load_math_tasks(list(AGENTPO_EVAL_BENCHMARKS), limit=2)
+    assert [t["dataset"] for t in tasks] == [b for b in AGENTPO_EVAL_BENCHMARKS for _ in (0, 1)]
+    assert len({t["task_id"] for t in tasks}) == 10
+    env = llm_marl.make("math_critic-v0", dataset=["aime24", "amc23"])
+    assert len(env.tasks) == 30 + 40
+    with pytest.raises(mds.DataError, match="twice"):
+        load_math_tasks(["aime24", "aime24"])
+    with pytest.raises(mds.DataError, match="empty list"):
+        load_math_tasks([])
+
+
+def test_critic_mode_with_task_drafts_has_every_episode_of_a_group_critique_one_draft(tmp_path):
+    import json
+
+    from llm_marl.envs.math.datasets import load_math_tasks
+
+    # AgentPO's offline-draft records: the critic reads the first of "solutions".
+    file = tmp_path / "drafts.jsonl"
+    rows = [
+        {"problem": "What is 2 + 2?", "answer": "4", "solutions": ["2 + 2 = 5, so \\boxed{5}."]},
+        {"problem": "What is 3 * 3?", "answer": "9", "solutions": ["3 * 3 = 9: \\boxed{9}."]},
+    ]
+    file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tasks = load_math_tasks(str(file))
+    assert tasks[0]["draft"] == "2 + 2 = 5, so \\boxed{5}."
+
+    seen: list[str] = []
+
+    def critic(conv):
+        seen.append(conv[-1]["content"])
+        return f"critique #{len(seen)}"
+
+    policies = {
+        "actor": ScriptedPolicy(lambda conv: "\\boxed{4}", "actor"),
+        "critic": ScriptedPolicy(critic, "critic"),
+    }
+    episodes = collect(
+        "math_critic-v0",
+        policies,
+        tasks[:1],
+        group_size=4,
+        sampling=SamplingParams(),
+        seed=0,
+        env_kwargs={"drafts": "task", "dataset": str(file)},
+        progress=False,
+    )
+    # One draft for the whole group: every critique saw the same one; the actor only revised.
+    assert len(seen) == 4 and len(set(seen)) == 1 and "\\boxed{5}" in seen[0]
+    for ep in episodes:
+        assert ep.ok and [len(t.turns) for t in ep.trajectories.values()] == [1, 1]
+        assert ep.reward_components["draft_correct"] == 0.0
+        assert ep.total_reward == 1.0  # the revision fixed the wrong draft
+    env = llm_marl.make("math_critic-v0", drafts="task")  # the bundled sample has no drafts
+    with pytest.raises(mds.DataError, match="has no 'draft'"):
+        env.reset(seed=0)
+    with pytest.raises(ValueError, match="drafts must be one of"):
+        llm_marl.make("math_critic-v0", drafts="offline")
