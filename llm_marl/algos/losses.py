@@ -54,12 +54,17 @@ def clipped_pg_loss(
     clip_high: float | None = None,
     ref_logprobs: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    dual_clip: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Per-token clipped surrogate loss (to be minimised) and per-token diagnostics.
 
     All inputs are ``[B, T]`` (``advantages`` may be ``[B]``: one per sequence). Returns the
     per-token loss (zero where ``mask`` is 0) and a dict with per-token ``ratio``, ``clipped``
     (1 where the clipped branch was taken), ``kl`` (only with a reference).
+
+    ``dual_clip = c > 1`` bounds the loss of tokens with a negative advantage by ``-c * A``
+    (dual-clip PPO, Ye et al. 2020; verl's ``clip_ratio_c``): a huge ratio on a bad token cannot
+    dominate the batch.
     """
     import torch
 
@@ -73,6 +78,9 @@ def clipped_pg_loss(
     unclipped = -advantages * ratio
     clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + high)
     per_token = torch.maximum(unclipped, clipped)
+    if dual_clip is not None:
+        bounded = torch.minimum(per_token, -advantages * dual_clip)
+        per_token = torch.where(advantages < 0, bounded, per_token)
     stats = {"ratio": ratio.detach(), "clipped": (clipped > unclipped).float().detach()}
     if ref_logprobs is not None and kl_coef > 0:
         kl = k3_kl(logprobs, ref_logprobs)

@@ -65,6 +65,9 @@ class PGConfig:
     clip_high: float | None = None
     """The ratio is clipped above at ``1 + clip_high``; ``None``: same as ``clip_low``.
     ``0.28`` with ``clip_low=0.2`` is DAPO's clip-higher."""
+    dual_clip: float | None = None
+    """Dual-clip constant ``c > 1``: the loss of a token with negative advantage is at most
+    ``-c * A`` (verl's ``clip_ratio_c``); ``None`` disables it."""
     kl_coef: float = 0.0
     """Weight of the k3 KL penalty to the reference policy (LoRA: the base with adapters
     disabled). ``0`` skips the reference forward pass entirely."""
@@ -89,6 +92,8 @@ class PGConfig:
             raise ValueError("clip_low and clip_high must be >= 0")
         if self.kl_coef < 0:
             raise ValueError(f"kl_coef must be >= 0, got {self.kl_coef}")
+        if self.dual_clip is not None and self.dual_clip <= 1:
+            raise ValueError(f"dual_clip must be > 1 or None, got {self.dual_clip}")
         if self.aggregation not in AGGREGATIONS:
             raise ValueError(
                 f"unknown aggregation {self.aggregation!r}; choose one of {AGGREGATIONS}"
@@ -222,6 +227,7 @@ def _backward(
         clip_high=config.clip_high,
         ref_logprobs=ref,
         kl_coef=config.kl_coef,
+        dual_clip=config.dual_clip,
     )
     weights = torch.tensor([s.weight for s in micro], device=device).unsqueeze(-1)
     loss = aggregate(
