@@ -19,3 +19,8 @@ register(
     "llm_marl.envs.search.env:WebSearchSingleEnv",
     description="web search: one agent searches, browses and answers (MATPO's baseline)",
 )
+register(
+    "delegation_toy-v0",
+    "llm_marl.envs.search.delegation:DelegationEnv",
+    description="toy (MATPO): the planner must delegate a look-up that only the worker can do",
+)
