@@ -229,3 +229,39 @@ def test_frames_and_webwalkerqa_questions_load_offline():
         assert all(t["question"] and t["answers"] for t in tasks)
     env = llm_marl.make("websearch-v0", dataset="frames", engine=_DownEngine())
     assert len(env.tasks) == 824
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://192.168.1.1/admin",  # a private address
+        "http://169.254.169.254/latest/meta-data",  # link-local (cloud metadata)
+        "file:///etc/passwd",  # not http(s)
+        "not a url",
+    ],
+)
+def test_urls_the_agent_may_not_fetch_are_its_fault_not_an_infra_failure(url):
+    env = llm_marl.make("websearch_single-v0")
+    try:
+        env.reset(seed=0, options={"task_id": "sample/2"})
+        obs, rewards, terms, truncs, infos = env.step({"agent": mcp("browse", url=url)})
+        assert not truncs["agent"] and infos["agent"]["error"] is None
+        assert obs["agent"][-1]["role"] == "tool"
+        assert obs["agent"][-1]["content"].startswith("Error: ")
+        _, rewards, *_ = env.step({"agent": "\\boxed{Lorvik}"})
+        assert rewards["agent"] == pytest.approx(1.0)  # scored as usual
+    finally:
+        env.close()
+
+
+def test_a_made_up_page_on_the_offline_site_is_the_agents_fault():
+    env = llm_marl.make("websearch_single-v0")
+    try:
+        env.reset(seed=0, options={"task_id": "sample/2"})
+        obs, *_ = env.step({"agent": hermes("search", query="Tamsen Prize")})
+        url = obs["agent"][-1]["content"].split("URL: ")[1].split()[0]
+        bogus = url.rsplit("/", 1)[0] + "/does-not-exist"
+        obs, _, _, truncs, infos = env.step({"agent": hermes("browse", url=bogus)})
+        assert not truncs["agent"] and "404" in obs["agent"][-1]["content"]
+    finally:
+        env.close()
