@@ -27,8 +27,9 @@ Observations and actions
 Reward (joint, at the end; components in ``infos[agent]["reward_components"]``)
     ``em`` (exact match, SQuAD normalisation, best over the gold answers), ``f1`` (token F1),
     ``format`` (MATPO's tool-format score: the share of tool-call blocks that parse and fit
-    their tool's schema, averaged over the answering agent's turns that hold blocks; 1.0 with no
-    block -- :meth:`~llm_marl.tools.calls.ParsedCalls.format_score`), and
+    their tool's schema, averaged over the episode's turns that hold blocks -- planner and
+    workers alike, as one policy writes both; 1.0 with no block --
+    :meth:`~llm_marl.tools.calls.ParsedCalls.format_score`), and
     ``matpo = accuracy_weight * accuracy + format_weight * format`` with the weights of the
     official config (0.9 / 0.1: ``reward_kwargs`` of
     ``examples/sglang_multiturn/config/simpleqa_multiturn_rm_batch_grpo_agent.yaml``, combined as
