@@ -18,7 +18,12 @@ linear time) against a naive regex parser (``re.findall(r"<tool_call>(.*?)</tool
 ``json.loads``, no validation), on typical completions and on hostile ones (``<tool_call>``
 openers with no closer, where the lazy regex rescans the rest of the text from every opener).
 
-    python benchmarks/search.py [--data PATH] [--scale N] [--queries N]
+Part 3 -- the offline ``websearch-v0`` env (HotpotQA corpus served on 127.0.0.1, searched with
+LocalSearch, pages browsed over HTTP) played by scripted agents (the planner delegates the
+question; the worker searches it, browses the top hit and reports its first words): episodes per
+second through ``collect``, envs stepped one at a time (``max_workers=1``) and concurrently.
+
+    python benchmarks/search.py [--data PATH] [--scale N] [--queries N] [--episodes N]
 
 Optional packages (``pip install "llm-marl[bench]"``): bm25s, rank-bm25; a missing one is left out
 of the table.
@@ -278,6 +283,7 @@ def main() -> None:
     parser.add_argument("--data", help="HotpotQA dev_subsampled.jsonl (default: shared data)")
     parser.add_argument("--scale", type=int, default=1, help="repeat the corpus N times")
     parser.add_argument("--queries", type=int, default=500, help="questions to time")
+    parser.add_argument("--episodes", type=int, default=32, help="env episodes to time")
     args = parser.parse_args()
 
     docs, questions = load_hotpot(_data_path(args.data), args.scale)
@@ -315,6 +321,56 @@ def main() -> None:
         LocalSearch(docs, cache_dir=tmp)
         warm = time.perf_counter() - start
     print(f"\nLocalSearch on-disk cache: build {cold:.2f} s, reopen {warm:.3f} s")
+
+    print("\nwebsearch-v0, offline HotpotQA web, scripted planner + worker\n")
+    for label, rate_, em in bench_env(args.episodes):
+        print(f"{label:44} {rate_:8.1f} episodes/s   EM {em:.2f}")
+
+
+def _scripted_planner(conversation: list[dict]) -> str:
+    if not any(m["role"] == "tool" for m in conversation):
+        call = {"name": "delegate", "arguments": {"subtask": conversation[1]["content"]}}
+        return "<tool_call>" + json.dumps(call) + "</tool_call>"
+    return "\\boxed{" + conversation[-1]["content"] + "}"
+
+
+def _scripted_worker(conversation: list[dict]) -> str:
+    turns = sum(m["role"] == "assistant" for m in conversation)
+    if turns == 0:
+        call = {"name": "search", "arguments": {"query": conversation[1]["content"], "k": 3}}
+        return "<tool_call>" + json.dumps(call) + "</tool_call>"
+    if turns == 1:
+        found = re.search(r"URL: (\S+)", conversation[-1]["content"])
+        if found:
+            call = {"name": "browse", "arguments": {"url": found.group(1)}}
+            return "<tool_call>" + json.dumps(call) + "</tool_call>"
+    return " ".join(conversation[-1]["content"].split()[:5])
+
+
+def bench_env(episodes: int) -> list[tuple[str, float, float]]:
+    """Episodes/s of websearch-v0 with scripted agents, sequential and concurrent envs."""
+    from llm_marl.policies import ScriptedPolicy
+    from llm_marl.rollout import collect
+
+    team = {
+        "planner": ScriptedPolicy(_scripted_planner),
+        "worker": ScriptedPolicy(_scripted_worker),
+    }
+    rows = []
+    for label, workers in (("envs stepped one at a time", 1), ("envs stepped concurrently", None)):
+        start = time.perf_counter()
+        eps = collect(
+            "websearch-v0",
+            team,
+            tasks=episodes,
+            env_kwargs={"dataset": "hotpotqa"},
+            progress=False,
+            max_workers=workers,
+        )
+        elapsed = time.perf_counter() - start
+        em = sum(e.reward_components.get("em", 0.0) for e in eps) / len(eps)
+        rows.append((label, len(eps) / elapsed, em))
+    return rows
 
 
 if __name__ == "__main__":

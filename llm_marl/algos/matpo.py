@@ -1,34 +1,38 @@
-"""MATPO — one LLM trained as planner and worker(s) at once (design; lands with web search).
+"""MATPO — one LLM trained as planner and worker(s) at once.
 
 Mo et al. "Multi-Agent Tool-Integrated Policy Optimization" (arXiv:2510.04678, 2025).
-Reference code: github.com/mzf666/MATPO.
+Reference code: github.com/mzf666/MATPO (a verl fork).
 
 One policy object plays several roles, chosen by role prompt: a **planner** that decomposes the
-task and delegates sub-queries, and **workers** that answer a sub-query with tools (search,
-browse) and report back. Only the planner's final answer is scored. In llm_marl the roles are
-agents of one env (``planner``, ``worker``) that share one policy object, so the
-:class:`~llm_marl.algos.base.PolicyGradientAlgorithm` gives them ONE optimizer; each worker turn records the
-planner turn that spawned it in :attr:`Turn.parent <llm_marl.rollout.Turn.parent>` as
-``("planner", k)``.
+task and delegates subtasks, and **workers** that complete a subtask with tools (search, browse)
+and report back (``websearch-v0``). Only the planner's final answer is scored. In llm_marl the
+roles are agents of one env (``planner``, ``worker``) that share one policy object, so the
+:class:`~llm_marl.algos.base.PolicyGradientAlgorithm` gives them ONE optimizer; each worker turn
+records the planner turn that spawned its conversation in
+:attr:`Turn.parent <llm_marl.rollout.Turn.parent>` as ``("planner", k)``.
 
-Credit assignment
-    The ``G`` episodes of a task form the group. The planner's turn ``k`` gets its group-relative
-    advantage (GRPO: ``(R - mean) / std`` of the returns at turn index ``k``). A worker turn
-    inherits the advantage of the planner turn that spawned it: the sub-agent's work is good
-    exactly when the plan it served ended well. A worker turn without a parent is an error (the
-    env must say which call spawned it).
+Credit assignment (as the paper and the official code)
+    The ``G`` episodes of a task form the group. Each episode's planner rollout gets ONE
+    group-relative advantage from its final reward: ``(R - mean) / std`` over the group (GRPO).
+    It is given to every planner token and to every worker rollout that planner spawned: the
+    sub-agent's work is good exactly when the plan it served ended well. A worker turn whose
+    parent is missing or names no planner turn is an error (the env must say which call spawned
+    it). Turn-index baselines are NOT used: with rewards ``[1, 0, 0, 1]`` and planner turns
+    ``[1, 3, 3, 1]``, the early turns of the failing rollouts get a negative advantage, as they
+    must (a per-turn-index baseline would compare them only with each other and give 0).
 Normalisation
-    Worker transcripts (tool results, long pages) can hold far more generated tokens than the
-    planner's. A plain token-mean would let them swamp the planner's gradient. MATPO balances
-    the roles: the loss is ``sum_r c_r * token_mean_r`` — a token-mean *within* each role,
-    mixed with weights ``c_r`` (``planner_weight`` for the planner, the rest shared equally by
-    the worker roles). It is implemented with per-sample weights ``c_r / N_r`` (``N_r``: the
-    generated tokens of role ``r`` in the batch), which the token-mean aggregation of
-    :func:`~llm_marl.algos.update.policy_gradient_update` turns into exactly that mixture.
-
-The web-search env that produces planner/worker episodes comes later; :func:`matpo_samples`
-and :func:`balance_roles` are complete and unit-tested on hand-built episodes, and
-:class:`MATPO` runs on any env whose worker turns carry parents.
+    ``token-mean`` over every generated token of the batch, planner and worker alike, as the
+    official code (verl ``loss_agg_mode: token-mean``). ``balance=True`` is an option of
+    llm_marl, not of MATPO: the loss becomes ``sum_r c_r * token_mean_r`` -- a token-mean within
+    each role, mixed with weights ``c_r`` (``planner_weight`` for the planner, the rest shared by
+    the worker roles) -- implemented with per-sample weights ``c_r / N_r``. Use it when long
+    worker transcripts swamp the planner's few tokens.
+Defaults
+    From the official config (``verl/trainer/config/ppo_trainer.yaml`` and
+    ``examples/sglang_multiturn/qwen3-14b_musique_MATPO.sh``): lr 1e-5, clip 0.2 / 0.2,
+    dual-clip 3.0 (``clip_ratio_c``), AdamW weight decay 0.01, gradient clip 1.0, no KL
+    (``use_kl_loss: false``, ``use_kl_in_reward=False``), token-mean; G = 8 rollouts per task
+    and sampling temperature 1.0 are trainer settings (see the ``matpo-paper`` preset).
 """
 
 from __future__ import annotations
@@ -38,13 +42,12 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from llm_marl.algos.advantages import (
-    Baseline,
     RewardFn,
     Scale,
     check_baseline,
     component_reward,
+    group_advantages,
     step_rewards,
-    turn_advantages,
 )
 from llm_marl.algos.base import PolicyGradientAlgorithm, PolicyGroups
 from llm_marl.algos.losses import Aggregation
@@ -55,38 +58,40 @@ from llm_marl.rollout.types import Episode, group_episodes
 
 @dataclass
 class MATPOConfig(PGConfig):
-    """MATPO hyperparameters (GRPO-style defaults; tune per task)."""
+    """MATPO hyperparameters; defaults from the official config (see the module docstring)."""
 
-    lr: float = 1e-6
-    """AdamW learning rate."""
-    clip_high: float | None = 0.28
-    """Clip-higher upper range (DAPO's ``0.28``; not a value taken from MATPO's release)."""
+    lr: float = 1e-5
+    """AdamW learning rate (official ``actor.optim.lr``)."""
+    weight_decay: float = 0.01
+    """AdamW weight decay (official ``actor.optim.weight_decay``)."""
+    clip_low: float = 0.2
+    """Lower clip range (official ``clip_ratio_low``)."""
+    clip_high: float | None = 0.2
+    """Upper clip range (official ``clip_ratio_high``: no clip-higher)."""
+    clip_ratio_c: float | None = 3.0
+    """Dual-clip constant (official ``clip_ratio_c``)."""
     aggregation: Aggregation = "token-mean"
-    """Must stay ``token-mean``: role balancing is expressed through it."""
+    """Must stay ``token-mean`` (the official ``loss_agg_mode``; role balancing uses it too)."""
     planner: str = "planner"
-    """The agent whose turns are scored and whose advantages workers inherit."""
+    """The agent whose final reward is scored and whose advantage workers inherit."""
     workers: tuple[str, ...] = ("worker",)
-    """Agents whose turns are spawned by planner turns (``Turn.parent``)."""
+    """Agents whose conversations planner turns spawn (``Turn.parent``)."""
+    balance: bool = False
+    """llm_marl's option, not MATPO's: balance roles (see the module docstring). False: one
+    token-mean over every token, as the official code."""
     planner_weight: float = 0.5
-    """Share of the loss given to the planner's tokens (the workers share the rest equally);
-    ``None``-like behaviour (a plain token-mean over all roles) is ``balance=False``."""
-    balance: bool = True
-    """Balance roles (see the module docstring); False: one token-mean over every token."""
-    gamma: float = 1.0
-    """Discount of the planner's multi-turn returns."""
-    baseline: Baseline = "mean"
-    """Group baseline over the planner's returns."""
+    """With ``balance``: the planner's share of the loss (the workers share the rest)."""
     scale: Scale = "std"
-    """Divide by the group's std (GRPO)."""
+    """Divide by the group's std (GRPO, as the official ``adv_estimator=grpo``); ``none``: don't."""
     reward_component: str | None = None
-    """Learn from this reward component instead of the joint reward."""
+    """Learn from this reward component (e.g. ``matpo``, ``em``) instead of the joint reward."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_baseline(self.baseline, self.scale)
+        check_baseline("mean", self.scale)
         self.workers = tuple(self.workers)
         if self.aggregation != "token-mean":
-            raise ValueError("MATPO balances roles through token-mean aggregation; keep it")
+            raise ValueError("MATPO aggregates with token-mean (as the official code); keep it")
         if not 0.0 < self.planner_weight <= 1.0:
             raise ValueError(f"planner_weight must be in (0, 1], got {self.planner_weight}")
         if self.planner in self.workers:
@@ -100,17 +105,24 @@ def matpo_samples(
     planner: str,
     workers: Sequence[str],
     *,
-    gamma: float = 1.0,
-    baseline: Baseline = "mean",
     scale: Scale = "std",
     reward_fn: RewardFn = step_rewards,
 ) -> list[Sample]:
-    """Samples of one task group: planner turns with their group advantage, worker turns with
-    the advantage of the planner turn that spawned them (weights are left at 1)."""
-    planner_adv = turn_advantages(group, planner, gamma, baseline, scale, reward_fn)
+    """Samples of one task group: each episode's planner advantage (its final reward, group
+    mean subtracted, divided by the group std) on every planner token and on every worker turn
+    that planner spawned (weights are left at 1)."""
+    returns = [float(sum(reward_fn(episode))) for episode in group]
+    advantages = group_advantages(returns, "mean", scale)
     samples: list[Sample] = []
-    for episode, p_adv in zip(group, planner_adv):
-        samples += trajectory_samples(episode.trajectories[planner], p_adv)
+    for episode, adv in zip(group, advantages):
+        planner_traj = episode.trajectories.get(planner)
+        if planner_traj is None:
+            raise KeyError(
+                f"episode {episode.task_id!r} has no trajectory for the planner {planner!r}; "
+                f"agents are {sorted(episode.trajectories)}"
+            )
+        n_planner = len(planner_traj.turns)
+        samples += trajectory_samples(planner_traj, [adv] * n_planner)
         for worker in workers:
             traj = episode.trajectories.get(worker)
             if traj is None:
@@ -118,7 +130,6 @@ def matpo_samples(
                     f"episode {episode.task_id!r} has no trajectory for worker {worker!r}; "
                     f"agents are {sorted(episode.trajectories)}"
                 )
-            inherited = []
             for i, turn in enumerate(traj.turns):
                 if turn.parent is None or turn.parent[0] != planner:
                     raise ValueError(
@@ -127,13 +138,12 @@ def matpo_samples(
                         f"spawned it, e.g. Turn.parent = ({planner!r}, k)"
                     )
                 k = turn.parent[1]
-                if not 0 <= k < len(p_adv):
+                if not 0 <= k < n_planner:
                     raise ValueError(
                         f"turn {i} of worker {worker!r} names planner turn {k}, but the planner "
-                        f"took {len(p_adv)} turns in episode {episode.task_id!r}"
+                        f"took {n_planner} turns in episode {episode.task_id!r}"
                     )
-                inherited.append(p_adv[k])
-            samples += trajectory_samples(traj, inherited)
+            samples += trajectory_samples(traj, [adv] * len(traj.turns))
     return samples
 
 
@@ -188,13 +198,7 @@ class MATPO(PolicyGradientAlgorithm[MATPOConfig]):
         samples: list[Sample] = []
         for group in group_episodes(episodes):
             samples += matpo_samples(
-                group,
-                cfg.planner,
-                cfg.workers,
-                gamma=cfg.gamma,
-                baseline=cfg.baseline,
-                scale=cfg.scale,
-                reward_fn=reward_fn,
+                group, cfg.planner, cfg.workers, scale=cfg.scale, reward_fn=reward_fn
             )
         if cfg.balance:
             balance_roles(samples, cfg.planner, cfg.workers, cfg.planner_weight)

@@ -43,6 +43,7 @@ register(
 # Env families register their ids on import; their modules are imported only by make().
 from llm_marl.envs import coding as _coding  # noqa: E402, F401
 from llm_marl.envs import math as _math  # noqa: E402, F401
+from llm_marl.envs import search as _search  # noqa: E402, F401
 from llm_marl.envs import writing as _writing  # noqa: E402, F401
 
 __all__ = [

@@ -223,7 +223,8 @@ class _Collector:
                     if isinstance(completion, str):  # the batch (or this item) failed
                         failed[k] = completion
                         continue
-                    self._record(k, agent, step, obs[k][agent], completion)
+                    parent = _parent_of(infos[k][agent])
+                    self._record(k, agent, step, obs[k][agent], completion, parent)
                     actions[k][agent] = completion.text
             for k, error in failed.items():
                 self._fail(k, error)
@@ -349,7 +350,7 @@ class _Collector:
             return None  # the env rewrote the history: the policy must render it afresh
         return ctx
 
-    def _record(self, k, agent, step, observation, completion: Completion) -> None:
+    def _record(self, k, agent, step, observation, completion: Completion, parent=None) -> None:
         traj = self.episodes[k].trajectories[agent]
         ctx = self._context_for(k, agent, observation)
         continues = bool(
@@ -368,6 +369,7 @@ class _Collector:
                 finish_reason=completion.finish_reason,
                 continues_stream=continues,
                 observation=observation,
+                parent=parent,
             )
         )
         if completion.prompt_ids:
@@ -411,6 +413,23 @@ class _EnvFailure:
     def __init__(self, exc: Exception) -> None:
         self.exc = exc
         self.message = f"env raised {type(exc).__name__}: {exc}"
+
+
+def _parent_of(info: Mapping[str, Any]) -> tuple[str, int] | None:
+    """``infos[agent]["parent"]`` as ``(agent, turn index)``: the turn that spawned this
+    conversation (DESIGN "Sub-conversations"); None when the env names none."""
+    parent = info.get("parent")
+    if parent is None:
+        return None
+    try:
+        agent, index = parent
+    except (TypeError, ValueError):
+        raise RuntimeError(
+            f"infos['parent'] must be (agent, turn index), got {parent!r:.80}"
+        ) from None
+    if not isinstance(agent, str) or isinstance(index, bool) or not isinstance(index, int):
+        raise RuntimeError(f"infos['parent'] must be (agent, turn index), got {parent!r:.80}")
+    return (agent, int(index))
 
 
 class _Identity:

@@ -34,7 +34,9 @@ class Turn:
     observation: list[dict[str, Any]] = field(default_factory=list)
     """The conversation the agent saw (for text-only algorithms and debugging)."""
     parent: tuple[str, int] | None = None
-    """``(agent, turn index)`` of the turn that spawned this one (MATPO worker calls)."""
+    """``(agent, turn index)`` of the turn that spawned this one's conversation (a MATPO worker
+    given a subtask by ``("planner", k)``: ``k`` indexes the planner's ``Trajectory.turns``).
+    ``collect`` copies it from ``infos[agent]["parent"]`` (DESIGN "Sub-conversations")."""
 
 
 @dataclass

@@ -95,5 +95,5 @@ register_algorithm(
     "agentpo", AgentPO, AgentPOConfig, "AgentPO-GRPO: one trainable collaborator, frozen agents"
 )
 register_algorithm(
-    "matpo", MATPO, MATPOConfig, "MATPO: one policy as planner and workers (no env yet)"
+    "matpo", MATPO, MATPOConfig, "MATPO: one policy as planner and workers (websearch-v0)"
 )

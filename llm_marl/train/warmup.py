@@ -16,8 +16,9 @@ from llm_marl.errors import ConfigError
 
 __all__ = ["TOY_ENVS", "num_symbols", "toy_format_warmup"]
 
-TOY_ENVS = ("coordination-v0", "referential-v0")
-"""The envs whose answer format the warm-up knows (one digit below ``env.num_symbols``)."""
+TOY_ENVS = ("coordination-v0", "referential-v0", "delegation_toy-v0")
+"""The envs whose answer format the warm-up knows (one digit below ``env.num_symbols``, or what
+the env's own ``format_demos`` / ``warmup_action`` say)."""
 
 
 def toy_format_warmup(
@@ -46,8 +47,17 @@ def toy_format_warmup(
     env = make(env_id, **dict(env_kwargs or {}))
     n = num_symbols(env, env_id)
     rng = random.Random(seed)
+    # An env may state its own format (delegation_toy-v0: delegate or answer, read a report);
+    # otherwise an answer is one digit below n.
+    own_action = getattr(env, "warmup_action", None)
+    own_demos = getattr(env, "format_demos", None)
     scripted: dict[str, Any] = {
-        a: ScriptedPolicy(lambda conv: str(rng.randrange(n))) for a in env.possible_agents
+        a: ScriptedPolicy(
+            (lambda conv, a=a: own_action(a, conv, rng))
+            if own_action
+            else (lambda conv: str(rng.randrange(n)))
+        )
+        for a in env.possible_agents
     }
     episodes = collect(
         env_id,
@@ -59,20 +69,34 @@ def toy_format_warmup(
         progress=False,
     )
     losses = {}
+    # One policy object playing several agents (MATPO's shared planner/worker) learns all their
+    # demonstrations together: one run per agent would overwrite what the first one taught.
+    roles: dict[int, list[str]] = {}
     for agent, policy in policies.items():
+        roles.setdefault(id(policy), []).append(agent)
+    for agents in roles.values():
+        policy = policies[agents[0]]
         prompts, completions = [], []
         end = policy.end_ids[0]
-        for ep in episodes:
-            for turn in ep.trajectories[agent].turns:
-                ids, _ = policy.prompt_ids(turn.observation)
-                for digit in _demo_answers(env_id, agent, turn.observation, n):
-                    prompts.append(ids)
-                    completions.append(
-                        policy.tokenizer.encode(str(digit), add_special_tokens=False) + [end]
+        for agent in agents:
+            for ep in episodes:
+                for turn in ep.trajectories[agent].turns:
+                    ids, _ = policy.prompt_ids(turn.observation)
+                    texts = (
+                        own_demos(agent, turn.observation)
+                        if own_demos
+                        else [str(d) for d in _demo_answers(env_id, agent, turn.observation, n)]
                     )
+                    for text in texts:
+                        prompts.append(ids)
+                        completions.append(
+                            policy.tokenizer.encode(text, add_special_tokens=False) + [end]
+                        )
         optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
         for _ in range(steps):
-            losses[agent] = _nll_step(policy, optimizer, prompts, completions)
+            loss = _nll_step(policy, optimizer, prompts, completions)
+        for agent in agents:
+            losses[agent] = loss
         if policy.reference_model is not None:  # the KL reference starts where RL starts
             policy.reference_model.load_state_dict(policy.model.state_dict())
     return losses

@@ -254,13 +254,13 @@ def test_no_preset_was_lost_or_added_silently():
     writing = ["magrpo-tldr", "magrpo-arxiv", "toy-tldr"]  # tests/envs/writing/test_presets.py
     assert [p.name for p in presets_for("magrpo")] == [*MAGRPO_EXAMPLE_PRESETS, *added, *writing]
     assert [p.name for p in presets_for("agentpo")] == list(AGENTPO_EXAMPLE_PRESETS)
-    assert presets_for("matpo") == []
+    assert [p.name for p in presets_for("matpo")] == ["toy-delegation", "matpo-paper"]
 
 
 def test_every_preset_resolves_and_round_trips_through_its_saved_config(tmp_path):
     from llm_marl.train import save_run_config
 
-    for algo in ("magrpo", "agentpo"):
+    for algo in ("magrpo", "agentpo", "matpo"):
         for p in presets_for(algo):
             config = preset_config(algo, p.name)
             path = save_run_config(config, tmp_path / f"{algo}-{p.name}.yaml")
@@ -279,10 +279,18 @@ def test_the_preset_comes_from_the_env_when_none_is_named():
     assert config.preset == "toy-referential" and config.policies.format_warmup_steps == 150
 
 
-def test_matpo_is_registered_but_has_no_preset_yet(tmp_path):
-    with pytest.raises(ConfigError, match="matpo has no presets yet.*--config FILE"):
-        parse_run_config(["--algo", "matpo"])
-    with pytest.raises(ConfigError, match="unknown preset 'toy' for matpo; its presets: none yet"):
+def test_matpo_presets_share_one_policy_and_cite_the_official_values(tmp_path):
+    config = parse_run_config(["--algo", "matpo"])
+    assert config.preset == "toy-delegation" and config.policies.share is True
+    assert config.trainer.env == "delegation_toy-v0"
+    paper = preset_config("matpo", "matpo-paper")
+    assert paper.policies.share is True and paper.trainer.env == "websearch-v0"
+    assert (paper.trainer.group_size, paper.trainer.tasks_per_step) == (8, 256)
+    assert paper.trainer.sampling.temperature == 1.0
+    algo = paper.algorithm
+    assert (algo.lr, algo.clip_low, algo.clip_high, algo.clip_ratio_c) == (1e-5, 0.2, 0.2, 3.0)
+    assert (algo.weight_decay, algo.kl_coef, algo.balance) == (0.01, 0.0, False)
+    with pytest.raises(ConfigError, match="unknown preset 'toy' for matpo; its presets: toy-del"):
         parse_run_config(["--algo", "matpo", "--preset", "toy"])
     # A file alone describes a MATPO run: the plumbing is generic.
     file = tmp_path / "matpo.yaml"

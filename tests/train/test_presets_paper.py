@@ -30,6 +30,7 @@ WITHOUT_SPLIT = {
     ("magrpo", "toy-referential"),
     ("magrpo", "generic"),
     ("agentpo", "toy-referential"),
+    ("matpo", "toy-delegation"),
 }
 """Toy games (their tasks are the whole task space) and the env-agnostic generic preset."""
 
@@ -81,7 +82,7 @@ def test_no_eval_task_is_a_training_task(algo, name):
     train_ids = {t["task_id"] for t in train}
     assert not train_ids & {t["task_id"] for t in held_out}
     # Not only the ids: no problem text is shared either.
-    field = "problem" if "problem" in train[0] else "prompt"
+    field = next(f for f in ("problem", "question", "prompt", "post", "abstract") if f in train[0])
     assert not {t[field] for t in train} & {t[field] for t in held_out}
 
 

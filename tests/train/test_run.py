@@ -53,7 +53,7 @@ def test_a_saved_config_runs_the_same_run_again(tmp_path):
     [
         (["--algo", "ppo"], "unknown algorithm 'ppo'; --algo takes one of: magrpo, agentpo, matpo"),
         (["--stepz", "5"], "Did you mean --steps"),
-        (["--algo", "matpo"], "matpo has no presets yet"),
+        (["--algo", "matpo", "--preset", "toy"], "unknown preset 'toy' for matpo"),
         (["--preset", "toy-coordination", "--env", "math_hint-v0", "--steps", "1"], "toy envs"),
         (["--policies.frozen.left", "tiny", "--policies.frozen.right", "tiny"], "nothing to train"),
         (["--policies.frozen.nobody", "tiny"], "not agents of coordination-v0"),

@@ -11,8 +11,8 @@ then command-line flags); ``llm-marl train --help`` lists the presets of each al
   official LLM_Collab_Writing configs, and an offline TL;DR toy.
 * :mod:`~llm_marl.train.presets.agentpo` — AgentPO-GRPO: the toy referential game, and the
   paper's math hint / critic topologies.
-* :mod:`~llm_marl.train.presets.matpo` — none yet: MATPO's presets arrive with its web-search
-  env.
+* :mod:`~llm_marl.train.presets.matpo` — MATPO: the offline toy delegation game, and the
+  paper's planner-worker web search.
 
 Adding a preset is adding data: build a :class:`Preset` and :func:`register_preset` it.
 """

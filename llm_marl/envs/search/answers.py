@@ -1,0 +1,95 @@
+"""Answers of the web-search envs: extraction from a completion, exact match and token F1.
+
+Normalisation is the SQuAD / HotpotQA one (lower-case, drop punctuation and the articles
+``a an the``, collapse whitespace). Every function here reads untrusted model output and runs in
+time linear in its length.
+
+>>> extract_answer("I think so. \\\\boxed{Chief of Protocol}")
+'Chief of Protocol'
+>>> extract_answer("<answer> Paris </answer>")
+'Paris'
+>>> exact_match("the Chief of protocol.", ["Chief of Protocol"])
+1.0
+>>> round(token_f1("Chief of Protocol of the US", ["Chief of Protocol"]), 3)
+0.75
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from collections.abc import Sequence
+
+__all__ = ["exact_match", "extract_answer", "normalize_answer", "token_f1"]
+
+MAX_ANSWER_CHARS = 2000
+"""Extracted answers are cut to this length (a gold answer is a few words)."""
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = str.maketrans("", "", string.punctuation)
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+
+
+def normalize_answer(text: str) -> str:
+    """SQuAD normalisation: lower-case, no punctuation, no articles, single spaces."""
+    text = text.lower().translate(_PUNCT)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def _last_boxed(text: str) -> str | None:
+    """The content of the last ``\\boxed{...}`` if its braces close (one linear scan; an
+    unclosed last box means no boxed answer, so hostile text cannot make this quadratic)."""
+    start = text.rfind("\\boxed{")
+    if start == -1:
+        return None
+    depth = 0
+    begin = start + len("\\boxed{")
+    for i in range(begin, len(text)):
+        c = text[i]
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            if depth == 0:
+                return text[begin:i]
+            depth -= 1
+    return None
+
+
+def extract_answer(text: str) -> str:
+    """The final answer in a completion: the last ``\\boxed{...}`` (MATPO's format), else the
+    last ``<answer>...</answer>``, else the whole text; stripped and cut to
+    :data:`MAX_ANSWER_CHARS`."""
+    boxed = _last_boxed(text)
+    if boxed is not None:
+        return boxed.strip()[:MAX_ANSWER_CHARS]
+    last = None
+    for match in _ANSWER_TAG.finditer(text):
+        last = match.group(1)
+    if last is not None:
+        return last.strip()[:MAX_ANSWER_CHARS]
+    return text.strip()[:MAX_ANSWER_CHARS]
+
+
+def exact_match(prediction: str, golds: Sequence[str]) -> float:
+    """1.0 if the normalised prediction equals a normalised gold answer, else 0.0."""
+    pred = normalize_answer(prediction)
+    return float(any(pred == normalize_answer(g) for g in golds))
+
+
+def token_f1(prediction: str, golds: Sequence[str]) -> float:
+    """Best token-level F1 between the prediction and any gold answer (HotpotQA's metric)."""
+    pred = normalize_answer(prediction).split()
+    best = 0.0
+    for gold in golds:
+        ref = normalize_answer(gold).split()
+        common = Counter(pred) & Counter(ref)
+        same = sum(common.values())
+        if not pred or not ref:
+            best = max(best, float(pred == ref))
+            continue
+        if same == 0:
+            continue
+        precision, recall = same / len(pred), same / len(ref)
+        best = max(best, 2 * precision * recall / (precision + recall))
+    return best
