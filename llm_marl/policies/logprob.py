@@ -5,9 +5,10 @@ plain way materialises the ``(batch, completion_len, vocab)`` logits, copies the
 (``.float() / temperature``) and keeps several such tensors alive for backward: at Qwen's
 151,936-token vocabulary one 256-token completion costs hundreds of MiB. Here the backbone
 runs once to give final hidden states; only the real (unpadded) completion positions go through
-the LM head, a chunk of tokens at a time, each chunk inside :func:`torch.utils.checkpoint` so
-its logits are freed at once and recomputed in backward. Peak memory above the model is a few
-chunks' logits, whatever the completion length.
+the LM head, a chunk of tokens at a time, in a custom autograd function that keeps one
+logsumexp per token and recomputes each chunk's logits in backward (activation checkpointing
+specialised to the head, without a per-chunk weight-gradient tensor). Peak memory above the
+model is about one chunk's logits and one weight gradient, whatever the completion length.
 
 This is only exact for models whose logits ARE ``lm_head(last_hidden_state)``. That is
 checked, never assumed (:func:`split_lm_head`): a model that post-processes logits (soft-capping,
@@ -186,21 +187,95 @@ def split_lm_head(model: Any, forward_kwargs: dict[str, Any]) -> HeadSplit | Non
     return parts if ok else None
 
 
-def _chunk_logprobs(
-    hidden: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None,
-    targets: torch.Tensor,
-    temperature: float,
+def _chunk_logits(
+    hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, temperature: float
 ) -> torch.Tensor:
-    """``log_softmax(hidden @ weight.T + bias) / temperature)[targets]`` for one chunk."""
+    """Float32 ``(hidden @ weight.T + bias) / temperature`` for one chunk, as the full-logits
+    path computes it (the head in the model's dtype, then ``.float()``, then the division)."""
     import torch
 
     logits = torch.nn.functional.linear(hidden, weight, bias).float()
     if temperature != 1.0:
-        logits = logits / temperature
-    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    return picked - torch.logsumexp(logits, dim=-1)
+        logits.div_(temperature)
+    return logits
+
+
+def _selective_log_softmax() -> Any:
+    """The autograd Function (built lazily: torch is imported on first use only)."""
+    import torch
+
+    class SelectiveLogSoftmax(torch.autograd.Function):
+        """``log_softmax(head(hidden) / T)[targets]`` computed and differentiated chunk by chunk.
+
+        Forward keeps only each token's logsumexp; backward recomputes a chunk's logits and
+        turns them in place into ``grad * (onehot - softmax) / T``, from which the hidden-state,
+        weight and bias gradients follow by two matmuls. One chunk of logits exists at a time,
+        and the weight gradient is accumulated into one buffer (float32 for low-precision
+        weights) instead of one weight-sized tensor per chunk.
+        """
+
+        @staticmethod
+        def forward(
+            ctx: Any,
+            hidden: torch.Tensor,
+            weight: torch.Tensor,
+            bias: torch.Tensor | None,
+            targets: torch.Tensor,
+            temperature: float,
+            step: int,
+        ) -> torch.Tensor:
+            out = hidden.new_empty(hidden.shape[0], dtype=torch.float32)
+            lse = torch.empty_like(out)
+            for start in range(0, hidden.shape[0], step):
+                sl = slice(start, start + step)
+                logits = _chunk_logits(hidden[sl], weight, bias, temperature)
+                lse[sl] = torch.logsumexp(logits, dim=-1)
+                out[sl] = logits.gather(-1, targets[sl].unsqueeze(-1)).squeeze(-1) - lse[sl]
+            ctx.save_for_backward(hidden, weight, bias, targets, lse)
+            ctx.temperature, ctx.step = temperature, step
+            return out
+
+        @staticmethod
+        @torch.autograd.function.once_differentiable
+        def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[Any, ...]:
+            hidden, weight, bias, targets, lse = ctx.saved_tensors
+            need_h, need_w, need_b = ctx.needs_input_grad[:3]
+            acc = torch.float32 if weight.dtype in (torch.float16, torch.bfloat16) else weight.dtype
+            grad_h = torch.empty_like(hidden) if need_h else None
+            grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device) if need_w else None
+            grad_b = None
+            if need_b and bias is not None:
+                grad_b = torch.zeros(bias.shape, dtype=acc, device=bias.device)
+            grad_out = grad_out.float()
+            for start in range(0, hidden.shape[0], ctx.step):
+                sl = slice(start, start + ctx.step)
+                go = grad_out[sl].unsqueeze(-1)
+                g = _chunk_logits(hidden[sl], weight, bias, ctx.temperature)
+                # d(logit[y] - lse)/d logits = onehot(y) - softmax, times the incoming gradient.
+                g.sub_(lse[sl].unsqueeze(-1)).exp_().mul_(-go)
+                g.scatter_add_(-1, targets[sl].unsqueeze(-1), go)
+                if ctx.temperature != 1.0:
+                    g.div_(ctx.temperature)
+                g_head = g.to(weight.dtype)
+                if grad_h is not None:
+                    grad_h[sl] = g_head @ weight
+                if grad_w is not None:
+                    grad_w.addmm_(g_head.t().to(acc), hidden[sl].to(acc))
+                if grad_b is not None:
+                    grad_b += g.sum(0).to(acc)
+            return (
+                grad_h,
+                grad_w.to(weight.dtype) if grad_w is not None else None,
+                grad_b.to(bias.dtype) if grad_b is not None else None,
+                None,
+                None,
+                None,
+            )
+
+    return SelectiveLogSoftmax
+
+
+_FUNCTION: Any = None
 
 
 def chunked_logprobs(
@@ -222,34 +297,24 @@ def chunked_logprobs(
         chunk_elements: Logit elements per chunk (tokens x vocab); default
             :data:`CHUNK_ELEMENTS` (read at call time).
 
-    Returns ``(N,)`` float32 log-probs. With gradients enabled each chunk runs under
-    :func:`torch.utils.checkpoint.checkpoint`, so no chunk's logits outlive its forward; the
-    backward pass recomputes them one chunk at a time.
+    Returns ``(N,)`` float32 log-probs. Only one chunk's logits exist at any time, in forward
+    and in backward (which recomputes them); the graph keeps ``hidden`` and one float per token.
     """
-    import torch
-    from torch.utils.checkpoint import checkpoint
+    global _FUNCTION
 
     if hidden.dim() != 2 or targets.shape != hidden.shape[:1]:
         raise ValueError(
-            f"expected hidden (N, H) and targets (N,), got {hidden.shape}, {targets.shape}"
+            f"expected hidden (N, H) and targets (N,), got {tuple(hidden.shape)}, "
+            f"{tuple(targets.shape)}"
         )
-    weight, bias = head.weight, head.bias
     budget = CHUNK_ELEMENTS if chunk_elements is None else chunk_elements
-    step = max(1, budget // max(1, weight.shape[0]))
-    needs_graph = torch.is_grad_enabled() and (
-        hidden.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+    step = max(1, budget // max(1, head.weight.shape[0]))
+    if _FUNCTION is None:
+        _FUNCTION = _selective_log_softmax()
+    result: torch.Tensor = _FUNCTION.apply(
+        hidden, head.weight, head.bias, targets, float(temperature), step
     )
-    parts = []
-    for start in range(0, hidden.shape[0], step):
-        h, t = hidden[start : start + step], targets[start : start + step]
-        if needs_graph:
-            lp = checkpoint(_chunk_logprobs, h, weight, bias, t, temperature, use_reentrant=False)
-        else:
-            lp = _chunk_logprobs(h, weight, bias, t, temperature)
-        parts.append(lp)
-    if not parts:
-        return hidden.new_zeros(0, dtype=torch.float32)
-    return torch.cat(parts)
+    return result
 
 
 def full_logits_logprobs(
