@@ -95,6 +95,10 @@ def child(args: argparse.Namespace) -> dict:
     import llm_marl.policies.hf as hf
     from llm_marl.policies import HFPolicy
 
+    if args.chunk_elements:
+        import llm_marl.policies.logprob as logprob
+
+        logprob.CHUNK_ELEMENTS = args.chunk_elements
     if args.method == "old":
         hf.split_lm_head = lambda *_a, **_k: None  # type: ignore[assignment]
     policy = HFPolicy(args.model, trainable=True, seed=0)
@@ -128,6 +132,9 @@ def main() -> None:
     parser.add_argument("--loop-runs", type=int, default=1, help="timed calls for the loops")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument(
+        "--chunk-elements", type=int, default=0, help="override logprob.CHUNK_ELEMENTS for new"
+    )
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--method", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -166,6 +173,8 @@ def main() -> None:
                 str(args.completion_len),
                 "--temperature",
                 str(args.temperature),
+                "--chunk-elements",
+                str(args.chunk_elements),
             ]
             env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
             out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
