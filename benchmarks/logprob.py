@@ -10,7 +10,7 @@ each followed by ``backward()`` of their sum, on a tiny Qwen2-shaped model (rand
 * ``old`` — ``HFPolicy.sequence_logprobs`` on its full-logits path (the ``(1, 257, V)`` logits,
   ``.float() / T``, gather - logsumexp), forced by refusing the decoder/head split.
 * ``new`` — ``HFPolicy.sequence_logprobs`` as shipped: backbone once, then the LM head on
-  chunks of tokens under ``torch.utils.checkpoint`` (``llm_marl/policies/logprob.py``).
+  (token x vocabulary) blocks, recomputed in backward (``llm_marl/policies/logprob.py``).
 
 Each (method, repetition) runs in a fresh subprocess, methods interleaved within every
 repetition. A child loads the model, warms its method up on a short sequence, resets the

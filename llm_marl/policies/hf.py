@@ -505,7 +505,7 @@ class HFPolicy:
 
         Prompts are left-padded and completions right-padded so that every completion starts at
         the same column. The backbone runs once; then only the real completion tokens go through
-        the LM head, a chunk of tokens at a time under activation checkpointing
+        the LM head, one block of logits at a time, recomputed in backward
         (:func:`~llm_marl.policies.logprob.chunked_logprobs`), so no ``(batch, completion_len,
         vocab)`` logits tensor is ever built. Models for which that would not be exact (logit
         soft-capping or scaling, a LoRA adapter on the LM head, ...: see

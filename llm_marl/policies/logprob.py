@@ -5,10 +5,11 @@ plain way materialises the ``(batch, completion_len, vocab)`` logits, copies the
 (``.float() / temperature``) and keeps several such tensors alive for backward: at Qwen's
 151,936-token vocabulary one 256-token completion costs hundreds of MiB. Here the backbone
 runs once to give final hidden states; only the real (unpadded) completion positions go through
-the LM head, a chunk of tokens at a time, in a custom autograd function that keeps one
-logsumexp per token and recomputes each chunk's logits in backward (activation checkpointing
-specialised to the head, without a per-chunk weight-gradient tensor). Peak memory above the
-model is about one chunk's logits and one weight gradient, whatever the completion length.
+the LM head, one (token tile x vocabulary chunk) block at a time, in a custom autograd
+function that keeps one logsumexp per token and recomputes each block in backward (activation
+checkpointing specialised to the head, without a weight-gradient tensor per block). Peak
+memory above the model is about one block of logits plus the gradients, whatever the
+completion length.
 
 This is only exact for models whose logits ARE ``lm_head(last_hidden_state)``. That is
 checked, never assumed (:func:`split_lm_head`): a model that post-processes logits (soft-capping,
@@ -33,9 +34,9 @@ __all__ = [
     "split_lm_head",
 ]
 
-CHUNK_ELEMENTS = 1 << 22
-"""Logit elements per chunk (tokens x vocab): 16 MiB of float32 per copy, so a chunk is
-``max(1, CHUNK_ELEMENTS // vocab)`` tokens (27 at a 151,936-token vocabulary)."""
+CHUNK_ELEMENTS = 1 << 21
+"""Logits computed at once (tokens x vocabulary entries): 8 MiB of float32. A block is up to
+:data:`TILE_TOKENS` tokens by as many vocabulary entries as fit (8,192 for 256 tokens)."""
 
 # Config attributes of transformers models that change logits after the LM head. A model with
 # one of them set is refused without probing: the probe below would catch these too, but a
@@ -200,6 +201,31 @@ def _chunk_logits(
     return logits
 
 
+TILE_TOKENS = 1024
+"""Most tokens processed together; the vocabulary is split so a tile's chunk fits the budget."""
+
+
+def _tiles(n_tokens: int, vocab: int, budget: int) -> list[tuple[slice, slice]]:
+    """(token rows, vocabulary columns) blocks of at most ``budget`` logits, row-major.
+
+    Chunking the vocabulary (rather than only the tokens) keeps the matmuls wide and writes
+    each slice of the weight gradient once per token tile instead of once per token chunk.
+    """
+    tile = max(1, min(n_tokens, TILE_TOKENS, budget))
+    width = max(1, budget // tile)
+    return [
+        (slice(r, r + tile), slice(c, min(c + width, vocab)))
+        for r in range(0, n_tokens, tile)
+        for c in range(0, vocab, width)
+    ]
+
+
+def _local_targets(targets: torch.Tensor, cols: slice) -> tuple[torch.Tensor, torch.Tensor]:
+    """Targets as indices into the ``cols`` chunk (clamped) and which of them fall inside it."""
+    inside = (targets >= cols.start) & (targets < cols.stop)
+    return (targets - cols.start).clamp(0, cols.stop - cols.start - 1), inside
+
+
 def _selective_log_softmax() -> Any:
     """The autograd Function (built lazily: torch is imported on first use only)."""
     import torch
@@ -207,11 +233,12 @@ def _selective_log_softmax() -> Any:
     class SelectiveLogSoftmax(torch.autograd.Function):
         """``log_softmax(head(hidden) / T)[targets]`` computed and differentiated chunk by chunk.
 
-        Forward keeps only each token's logsumexp; backward recomputes a chunk's logits and
-        turns them in place into ``grad * (onehot - softmax) / T``, from which the hidden-state,
-        weight and bias gradients follow by two matmuls. One chunk of logits exists at a time,
-        and the weight gradient is accumulated into one buffer (float32 for low-precision
-        weights) instead of one weight-sized tensor per chunk.
+        Works on (token tile x vocabulary chunk) blocks (:func:`_tiles`). Forward merges the
+        blocks' logsumexps and keeps only one logsumexp per token; backward recomputes each
+        block's logits and turns them in place into ``grad * (onehot - softmax) / T``, from
+        which the hidden-state, weight and bias gradients follow by two matmuls. One block of
+        logits exists at a time; gradients accumulate in one buffer each (float32 for
+        low-precision weights) instead of one weight-sized tensor per block.
         """
 
         @staticmethod
@@ -222,49 +249,64 @@ def _selective_log_softmax() -> Any:
             bias: torch.Tensor | None,
             targets: torch.Tensor,
             temperature: float,
-            step: int,
+            budget: int,
         ) -> torch.Tensor:
-            out = hidden.new_empty(hidden.shape[0], dtype=torch.float32)
-            lse = torch.empty_like(out)
-            for start in range(0, hidden.shape[0], step):
-                sl = slice(start, start + step)
-                logits = _chunk_logits(hidden[sl], weight, bias, temperature)
-                lse[sl] = torch.logsumexp(logits, dim=-1)
-                out[sl] = logits.gather(-1, targets[sl].unsqueeze(-1)).squeeze(-1) - lse[sl]
+            picked = hidden.new_zeros(hidden.shape[0], dtype=torch.float32)
+            lse = torch.empty_like(picked)
+            for rows, cols in _tiles(hidden.shape[0], weight.shape[0], budget):
+                logits = _chunk_logits(
+                    hidden[rows], weight[cols], None if bias is None else bias[cols], temperature
+                )
+                # Online logsumexp over the vocabulary chunks of this token tile.
+                chunk_lse = torch.logsumexp(logits, dim=-1)
+                if cols.start == 0:
+                    lse[rows] = chunk_lse
+                else:
+                    lse[rows] = torch.logaddexp(lse[rows], chunk_lse)
+                local, inside = _local_targets(targets[rows], cols)
+                picked[rows] += torch.where(
+                    inside, logits.gather(-1, local.unsqueeze(-1)).squeeze(-1), 0.0
+                )
             ctx.save_for_backward(hidden, weight, bias, targets, lse)
-            ctx.temperature, ctx.step = temperature, step
-            return out
+            ctx.temperature, ctx.budget = temperature, budget
+            return picked - lse
 
         @staticmethod
         @torch.autograd.function.once_differentiable
         def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[Any, ...]:
             hidden, weight, bias, targets, lse = ctx.saved_tensors
             need_h, need_w, need_b = ctx.needs_input_grad[:3]
-            acc = torch.float32 if weight.dtype in (torch.float16, torch.bfloat16) else weight.dtype
-            grad_h = torch.empty_like(hidden) if need_h else None
+            low = weight.dtype in (torch.float16, torch.bfloat16)
+            acc = torch.float32 if low else weight.dtype
+            grad_h = torch.zeros(hidden.shape, dtype=acc, device=hidden.device) if need_h else None
             grad_w = torch.zeros(weight.shape, dtype=acc, device=weight.device) if need_w else None
             grad_b = None
             if need_b and bias is not None:
                 grad_b = torch.zeros(bias.shape, dtype=acc, device=bias.device)
             grad_out = grad_out.float()
-            for start in range(0, hidden.shape[0], ctx.step):
-                sl = slice(start, start + ctx.step)
-                go = grad_out[sl].unsqueeze(-1)
-                g = _chunk_logits(hidden[sl], weight, bias, ctx.temperature)
+            for rows, cols in _tiles(hidden.shape[0], weight.shape[0], ctx.budget):
+                go = grad_out[rows].unsqueeze(-1)
+                g = _chunk_logits(
+                    hidden[rows],
+                    weight[cols],
+                    None if bias is None else bias[cols],
+                    ctx.temperature,
+                )
                 # d(logit[y] - lse)/d logits = onehot(y) - softmax, times the incoming gradient.
-                g.sub_(lse[sl].unsqueeze(-1)).exp_().mul_(-go)
-                g.scatter_add_(-1, targets[sl].unsqueeze(-1), go)
+                g.sub_(lse[rows].unsqueeze(-1)).exp_().mul_(-go)
+                local, inside = _local_targets(targets[rows], cols)
+                g.scatter_add_(-1, local.unsqueeze(-1), torch.where(inside.unsqueeze(-1), go, 0.0))
                 if ctx.temperature != 1.0:
                     g.div_(ctx.temperature)
                 g_head = g.to(weight.dtype)
                 if grad_h is not None:
-                    grad_h[sl] = g_head @ weight
+                    grad_h[rows] += (g_head @ weight[cols]).to(acc)
                 if grad_w is not None:
-                    grad_w.addmm_(g_head.t().to(acc), hidden[sl].to(acc))
+                    grad_w[cols].addmm_(g_head.t().to(acc), hidden[rows].to(acc))
                 if grad_b is not None:
-                    grad_b += g.sum(0).to(acc)
+                    grad_b[cols] += g.sum(0).to(acc)
             return (
-                grad_h,
+                grad_h.to(hidden.dtype) if grad_h is not None else None,
                 grad_w.to(weight.dtype) if grad_w is not None else None,
                 grad_b.to(bias.dtype) if grad_b is not None else None,
                 None,
@@ -286,7 +328,7 @@ def chunked_logprobs(
     *,
     chunk_elements: int | None = None,
 ) -> torch.Tensor:
-    """Log-probs of ``targets`` under ``head(hidden) / temperature``, a chunk of tokens at a time.
+    """Log-probs of ``targets`` under ``head(hidden) / temperature``, a block at a time.
 
     Args:
         hidden: ``(N, H)`` final hidden states, one row per scored token.
@@ -294,10 +336,10 @@ def chunked_logprobs(
             require them).
         targets: ``(N,)`` token ids.
         temperature: Logits are divided by it (in float32, as the full-logits path does).
-        chunk_elements: Logit elements per chunk (tokens x vocab); default
+        chunk_elements: Logits per block (tokens x vocabulary entries); default
             :data:`CHUNK_ELEMENTS` (read at call time).
 
-    Returns ``(N,)`` float32 log-probs. Only one chunk's logits exist at any time, in forward
+    Returns ``(N,)`` float32 log-probs. Only one block's logits exist at any time, in forward
     and in backward (which recomputes them); the graph keeps ``hidden`` and one float per token.
     """
     global _FUNCTION
@@ -307,12 +349,11 @@ def chunked_logprobs(
             f"expected hidden (N, H) and targets (N,), got {tuple(hidden.shape)}, "
             f"{tuple(targets.shape)}"
         )
-    budget = CHUNK_ELEMENTS if chunk_elements is None else chunk_elements
-    step = max(1, budget // max(1, head.weight.shape[0]))
+    budget = max(1, CHUNK_ELEMENTS if chunk_elements is None else chunk_elements)
     if _FUNCTION is None:
         _FUNCTION = _selective_log_softmax()
     result: torch.Tensor = _FUNCTION.apply(
-        hidden, head.weight, head.bias, targets, float(temperature), step
+        hidden, head.weight, head.bias, targets, float(temperature), budget
     )
     return result
 

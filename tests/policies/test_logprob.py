@@ -17,6 +17,7 @@ from llm_marl.policies.logprob import chunked_logprobs, split_lm_head
 
 ATOL = 1e-4
 GRAD_RTOL = 1e-3
+GRAD_ATOL = 1e-4  # float32 sums over hundreds of tokens, logsumexp merged across chunks
 BIG_VOCAB = 32768  # large enough that several chunks of real size are needed (128 tokens each)
 
 
@@ -73,7 +74,7 @@ def _assert_same(lps, ref, params, weights) -> None:
     new, old = _grads(params, lps, weights), _grads(params, ref, weights)
     assert any(g.abs().sum() > 0 for g in old)
     for g_new, g_old in zip(new, old):
-        torch.testing.assert_close(g_new, g_old, rtol=GRAD_RTOL, atol=1e-5)
+        torch.testing.assert_close(g_new, g_old, rtol=GRAD_RTOL, atol=GRAD_ATOL)
 
 
 def _no_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
