@@ -303,3 +303,22 @@ def test_swapping_the_head_is_probed_again(tiny_lm_path):
     model.lm_head = torch.nn.Linear(old.in_features, old.out_features, bias=True)
     second = split_lm_head(model, {"logits_to_keep": 2})
     assert second is not None and second.head is model.lm_head
+
+
+def test_bfloat16_head_matches_the_full_logits_path():
+    """Low-precision heads: the head runs in bf16 then log-softmax in float32, as before."""
+    from llm_marl.policies.logprob import full_logits_logprobs
+
+    gen = torch.Generator().manual_seed(1)
+    head = torch.nn.Linear(16, 900, bias=True).to(torch.bfloat16)
+    hidden = torch.randn(40, 16, generator=gen).to(torch.bfloat16).requires_grad_(True)
+    targets = torch.randint(0, 900, (40,), generator=gen)
+    got = chunked_logprobs(hidden, head, targets, 0.8, chunk_elements=5000)
+    want = full_logits_logprobs(head(hidden), targets, 0.8)
+    assert got.dtype == want.dtype == torch.float32
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+    w = torch.randn(40, generator=gen)
+    params = [hidden, head.weight, head.bias]
+    for a, b in zip(_grads(params, [got], [w]), _grads(params, [want], [w])):
+        assert a.dtype == b.dtype == torch.bfloat16
+        torch.testing.assert_close(a.float(), b.float(), atol=2e-2, rtol=2e-2)
