@@ -38,6 +38,7 @@ from llm_marl.policies.base import (
     TrainablePolicy,
 )
 from llm_marl.policies.chat import ChatTokenizer
+from llm_marl.policies.logprob import chunked_logprobs, full_logits_logprobs, split_lm_head
 
 if TYPE_CHECKING:
     import torch
@@ -503,8 +504,12 @@ class HFPolicy:
         """Per-token log-probs of each completion given its prompt, in one batched forward pass.
 
         Prompts are left-padded and completions right-padded so that every completion starts at
-        the same column and only the completion positions go through the LM head (a
-        ``(batch, completion_len, vocab)`` logits tensor, not ``(batch, total_len, vocab)``).
+        the same column. The backbone runs once; then only the real completion tokens go through
+        the LM head, one block of logits at a time, recomputed in backward
+        (:func:`~llm_marl.policies.logprob.chunked_logprobs`), so no ``(batch, completion_len,
+        vocab)`` logits tensor is ever built. Models for which that would not be exact (logit
+        soft-capping or scaling, a LoRA adapter on the LM head, ...: see
+        :func:`~llm_marl.policies.logprob.split_lm_head`) get the same numbers from full logits.
         Logits are divided by ``logprob_temperature`` (a value <= 0 means greedy sampling and
         is treated as 1). With ``reference=True`` the reference model is used under
         ``torch.no_grad``: the base model with adapters disabled for LoRA policies, else the
@@ -545,32 +550,42 @@ class HFPolicy:
         if self._has_logits_to_keep:
             kwargs["logits_to_keep"] = c_width + 1
         kwargs["use_cache"] = False
+        temp = self.logprob_temperature if self.logprob_temperature > 0 else 1.0
+        # Column p_width - 1 + t predicts completion token t; only real tokens are scored.
+        targets = ids[:, p_width:]
+        scored = mask[:, p_width:].bool()
 
         with self._state.lock:
+            ctx: Any
             if reference:
-                ctx: Any
                 if self.adapter is not None:
                     model, ctx = self.model, self.model.disable_adapter()
                 else:
                     model, ctx = self.reference_model, contextlib.nullcontext()
-                with ctx, torch.no_grad():
-                    logits = model(input_ids=ids, **kwargs).logits
+                grad: Any = torch.no_grad()
             else:
                 self._activate()
+                model, ctx = self.model, contextlib.nullcontext()
                 # Respect the caller's grad mode; a frozen policy never builds a graph.
                 grad = contextlib.nullcontext() if self.trainable else torch.no_grad()
-                with grad:
-                    logits = self.model(input_ids=ids, **kwargs).logits
-        # Column p_width - 1 + t predicts completion token t.
+            with ctx, grad:
+                split = split_lm_head(model, kwargs)
+                if split is not None:
+                    # Backbone once, then the LM head chunk by chunk on the scored positions
+                    # only: no (batch, completion_len, vocab) logits ever exist.
+                    hidden = split.hidden_states(
+                        input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False
+                    )[:, p_width - 1 : p_width - 1 + c_width]
+                    flat = chunked_logprobs(hidden[scored], split.head, targets[scored], temp)
+                    return list(flat.split([len(c) for c in completion_ids]))
+                logits = model(input_ids=ids, **kwargs).logits
+        # Fallback (a model that post-processes its logits, a LoRA head, ...): full logits.
         logits = (
             logits[:, -(c_width + 1) : -1]
             if self._has_logits_to_keep
             else logits[:, p_width - 1 : p_width - 1 + c_width]
         )
-        temp = self.logprob_temperature if self.logprob_temperature > 0 else 1.0
-        logits = logits.float() / temp
-        targets = ids[:, p_width:].unsqueeze(-1)
-        token_lp = logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+        token_lp = full_logits_logprobs(logits, targets, temp)
         return [token_lp[i, : len(c)] for i, c in enumerate(completion_ids)]
 
     # ------------------------------------------------------------------ checkpoints
