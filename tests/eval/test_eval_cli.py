@@ -159,7 +159,8 @@ def test_any_env_with_its_own_config(team, capsys):
         ),
     ],
 )
-def test_user_errors_are_one_line(team, argv, message):
-    with pytest.raises(SystemExit, match=message) as info:
-        main([*argv, "--no-progress"])
-    assert str(info.value).startswith("llm-marl eval: ") and "\n" not in str(info.value)
+def test_user_errors_are_one_line(team, argv, message, capsys):
+    assert top_main(["eval", *argv, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("llm-marl eval: error: ") and err.count("\n") == 1, err
+    assert re.search(message, err) and "Traceback" not in err

@@ -10,6 +10,7 @@ import torch
 from llm_marl.algos import MAGRPO, AgentPO, AgentPOConfig, Algorithm, MAGRPOConfig
 from llm_marl.envs.base import InfrastructureError
 from llm_marl.envs.toy.coordination import CoordinationEnv
+from llm_marl.errors import ConfigError
 from llm_marl.policies.base import SamplingParams, ScriptedPolicy
 from llm_marl.policies.hf import HFPolicy
 from llm_marl.train import Trainer, TrainerConfig
@@ -195,14 +196,14 @@ def test_tensorboard_and_wandb_are_opt_in_with_clear_errors(tmp_path, algo_lm_pa
     from llm_marl.train.logging import MetricsLogger
 
     if importlib.util.find_spec("tensorboard") is None:
-        with pytest.raises(ImportError, match="pip install tensorboard"):
+        with pytest.raises(ConfigError, match="pip install tensorboard"):
             MetricsLogger(tmp_path, tensorboard=True)
     else:
         with MetricsLogger(tmp_path, tensorboard=True) as logger:
             logger.log(1, {"reward": 0.5})
         assert any((tmp_path / "tensorboard").iterdir())
     if importlib.util.find_spec("wandb") is None:
-        with pytest.raises(ImportError, match="pip install wandb"):
+        with pytest.raises(ConfigError, match="pip install wandb"):
             MetricsLogger(tmp_path, wandb=True)
 
 
