@@ -54,7 +54,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from llm_marl import __version__
+    import llm_marl
 
     parser = _Parser(
         prog="llm-marl",
@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"llm-marl {__version__}")
+    parser.add_argument("--version", action="version", version=f"llm-marl {llm_marl.__version__}")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sub.add_parser("list", help="list registered environments")
