@@ -111,7 +111,7 @@ def make_sandbox(
         ) from e
 
 
-_checked: set[tuple[str, str]] = set()
+_checked: set[tuple[str, str, str]] = set()  # (backend, $DOCKER_HOST, image) that worked
 _checked_lock = threading.Lock()
 
 
@@ -121,7 +121,7 @@ def check_sandbox(kind: str | None = None, *, image: str = DEFAULT_IMAGE) -> str
     Cheap, and starts no worker: pings the Docker engine and looks up the image, or probes
     bubblewrap. Envs that start their sandbox on first use call it at construction, so that a
     missing engine fails at ``make`` with one clear message, not at the first ``step``. A
-    success is remembered per process (and per ``DOCKER_HOST``). Returns the backend that
+    success is remembered per process (and per ``DOCKER_HOST`` and image). Returns the backend that
     ``make_sandbox(kind)`` would pick (``"docker"`` or ``"process"``).
     """
     kind = kind or os.environ.get(KIND_ENV) or "auto"
@@ -130,14 +130,14 @@ def check_sandbox(kind: str | None = None, *, image: str = DEFAULT_IMAGE) -> str
     where = os.environ.get("DOCKER_HOST", "")
     with _checked_lock:
         for backend in ("docker", "process"):
-            if kind in (backend, "auto") and (backend, where) in _checked:
+            if kind in (backend, "auto") and (backend, where, image) in _checked:
                 return backend
     problems: dict[str, str] = {}
     for backend in ("docker", "process") if kind == "auto" else (kind,):
         problem = _docker_problem(image) if backend == "docker" else _process_problem()
         if problem is None:
             with _checked_lock:
-                _checked.add((backend, where))
+                _checked.add((backend, where, image))
             return backend
         problems[backend] = problem
     if kind == "docker":
