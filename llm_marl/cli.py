@@ -1,32 +1,87 @@
-"""The ``llm-marl`` command line.
+"""The ``llm-marl`` command line: ``list``, ``play``, ``train`` and ``eval``.
 
-::
-
-    llm-marl list                          # registered env ids
-    llm-marl play referential-v0           # act as every agent from the keyboard
-    llm-marl play coordination-v0 --random --seed 3
-    llm-marl train --algo magrpo --preset toy-coordination --steps 5   # see llm-marl train --help
-    llm-marl eval ...                      # math pass@1 per benchmark, see `llm-marl eval --help`
+User errors (any :class:`~llm_marl.errors.LLMMarlError`, bad flags) print one line on stderr and
+exit with status 2; ``--debug`` (anywhere on the line) shows the full traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
+import subprocess
 import sys
-from collections.abc import Sequence
-from typing import Any
+import tempfile
+import traceback
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from llm_marl.errors import ConfigError, LLMMarlError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+EXIT_USER_ERROR = 2
+"""Exit status of a user error (a bad flag, an unknown env id, malformed data...)."""
+
+BLOCK_MARKER = '"""'
+"""In ``llm-marl play``, a line holding only this starts a multi-line action; the next such line
+ends it."""
+
+EDIT_COMMAND = ":edit"
+"""In ``llm-marl play``, typing this opens ``$EDITOR`` (``$VISUAL``) to write the action."""
+
+EXAMPLES = """\
+examples:
+  llm-marl list                                   registered env ids, one line each
+  llm-marl play referential-v0                    act as every agent from the keyboard
+  llm-marl play coordination-v0 --random --seed 3 random valid actions
+  llm-marl train --algo magrpo --preset toy-coordination --steps 5
+  llm-marl train --help                           every training option, with its value
+  llm-marl eval --help                            benchmarks, pass@k, policy specs
+
+Add --debug to any command to see the full traceback of an error."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(prog="llm-marl", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+COMMANDS = ("list", "play", "train", "eval")
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are reported like every other user error: one line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(f"{message} (see {self.prog} --help)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    import llm_marl
+
+    parser = _Parser(
+        prog="llm-marl",
+        description="LLM collaboration as multi-agent reinforcement learning: "
+        "play, train and evaluate teams of LLM agents.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"llm-marl {llm_marl.__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sub.add_parser("list", help="list registered environments")
-    play = sub.add_parser("play", help="play an environment from the keyboard (or randomly)")
+    play = sub.add_parser(
+        "play",
+        help="play an environment from the keyboard (or randomly)",
+        description="Play an environment as every agent. An action is one line; for a "
+        f"multi-line action (code), type {BLOCK_MARKER} on a line of its own, the action, then "
+        f"{BLOCK_MARKER} again, or type {EDIT_COMMAND} to write it in $EDITOR.",
+    )
     play.add_argument("env_id")
     play.add_argument("--seed", type=int, default=0)
     play.add_argument("--task-id", default=None, help="play this task instead of a random one")
-    play.add_argument("--random", action="store_true", help="random actions instead of input()")
+    play.add_argument(
+        "--random",
+        action="store_true",
+        help="random actions instead of the keyboard (valid answers on the toy envs)",
+    )
     play.add_argument(
         "--env-arg",
         action="append",
@@ -37,20 +92,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser(
         "train", help="train a team from a preset (llm-marl train --help)", add_help=False
     )
-    sub.add_parser("eval", help="math pass@1 per benchmark (llm-marl eval --help)", add_help=False)
+    sub.add_parser(
+        "eval", help="evaluate a team on benchmarks (llm-marl eval --help)", add_help=False
+    )
+    return parser
 
-    # train/eval hand the rest of the line to their own parsers.
-    if argv and argv[0] in ("train", "eval"):
-        return _delegate(argv[0], argv[1:])
-    args = parser.parse_args(argv)
-    if args.command == "list":
-        import llm_marl
 
-        llm_marl.pprint_registry()
-        return 0
-    if args.command == "play":
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``llm-marl`` command; returns the exit status (2 for a user error)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # --debug may follow the subcommand (train/eval parse the rest of the line themselves).
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
+    prog = f"llm-marl {argv[0]}" if argv and argv[0] in COMMANDS else "llm-marl"
+    try:
+        # train/eval hand the rest of the line to their own parsers.
+        if argv and argv[0] in ("train", "eval"):
+            return _delegate(argv[0], argv[1:])
+        args = _parser().parse_args(argv)
+        if args.command == "list":
+            import llm_marl
+
+            llm_marl.pprint_registry()
+            return 0
         return _play(args)
-    return 2  # pragma: no cover - argparse rejects unknown commands
+    except LLMMarlError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"{prog}: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        if debug:
+            traceback.print_exc()
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _delegate(command: str, rest: list[str]) -> int:
@@ -70,7 +149,7 @@ def _parse_env_args(pairs: list[str]) -> dict[str, object]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise SystemExit(f"--env-arg expects KEY=VALUE, got {pair!r}")
+            raise ConfigError(f"--env-arg expects KEY=VALUE, got {pair!r}")
         try:
             out[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):
@@ -79,12 +158,21 @@ def _parse_env_args(pairs: list[str]) -> dict[str, object]:
 
 
 def _play(args: argparse.Namespace) -> int:
+    import numpy as np
+
     import llm_marl
 
-    env = llm_marl.make(args.env_id, render_mode="ansi", **_parse_env_args(args.env_arg))
+    env_kwargs = _parse_env_args(args.env_arg)
+    try:
+        env = llm_marl.make(args.env_id, render_mode="ansi", **env_kwargs)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, LLMMarlError) or not env_kwargs:
+            raise
+        # A constructor rejecting a value the user gave with --env-arg.
+        raise ConfigError(f"{args.env_id} with --env-arg {env_kwargs}: {exc}") from exc
     options = {"task_id": args.task_id} if args.task_id else None
     obs, infos = env.reset(seed=args.seed, options=options)
-    sampler_seed = args.seed
+    rng = np.random.default_rng(args.seed)
     total = 0.0
     while env.agents:
         actions = {}
@@ -95,17 +183,14 @@ def _play(args: argparse.Namespace) -> int:
             for message in obs[agent]:
                 print(f"[{message['role']}] {message['content']}")
             if args.random:
-                space = env.action_space(agent)
-                space.seed(sampler_seed)
-                sampler_seed += 1
-                actions[agent] = space.sample()
+                actions[agent] = random_action(env, agent, rng)
                 print(f">>> {agent} (random): {actions[agent]!r}")
             else:
-                try:
-                    actions[agent] = input(f">>> {agent}: ")
-                except EOFError:
+                action = read_action(f">>> {agent}: ")
+                if action is None:
                     print("\n(input closed; episode abandoned)")
                     return 1
+                actions[agent] = action
         obs, rewards, terms, truncs, infos = env.step(actions)
         total += next(iter(rewards.values()), 0.0)
     first: dict[str, Any] = next(iter(infos.values()), {})
@@ -114,6 +199,61 @@ def _play(args: argparse.Namespace) -> int:
         print(f"infrastructure error: {first['error']}")
     env.close()
     return 0
+
+
+def random_action(env: Any, agent: str, rng: np.random.Generator) -> str:
+    """A random action for ``agent``: a valid answer where the env says what one is.
+
+    The toy envs answer with one digit below ``num_symbols``, so a random digit in that range
+    plays at the env's chance level; elsewhere the action space's own (arbitrary text) sample.
+    """
+    num_symbols = getattr(getattr(env, "unwrapped", env), "num_symbols", None)
+    if isinstance(num_symbols, int) and num_symbols > 0:
+        return str(int(rng.integers(num_symbols)))
+    space = env.action_space(agent)
+    space.seed(int(rng.integers(2**31)))
+    return str(space.sample())
+
+
+def read_action(
+    prompt: str,
+    input_fn: Callable[[str], str] | None = None,
+    edit_fn: Callable[[], str] | None = None,
+) -> str | None:
+    """One action from the keyboard: a line, a ``\"\"\"`` block, or ``:edit`` ($EDITOR).
+
+    Returns ``None`` when the input is closed (end of file) before the action is complete.
+    """
+    input_fn = input_fn or input  # looked up now, so that a patched builtins.input is used
+    try:
+        line = input_fn(prompt)
+        if line.strip() == EDIT_COMMAND:
+            return (edit_fn or _edit_in_editor)()
+        if line.strip() != BLOCK_MARKER:
+            return line
+        lines: list[str] = []
+        while (line := input_fn("... ")).strip() != BLOCK_MARKER:
+            lines.append(line)
+        return "\n".join(lines)
+    except EOFError:
+        return None
+
+
+def _edit_in_editor() -> str:
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    if not editor:
+        raise ConfigError(
+            f"{EDIT_COMMAND} needs $EDITOR (or $VISUAL) set; or type {BLOCK_MARKER} to start a "
+            "multi-line action"
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "action.txt")
+        open(path, "w", encoding="utf-8").close()
+        status = subprocess.call([*shlex.split(editor), path])
+        if status != 0:
+            raise ConfigError(f"the editor {editor!r} exited with status {status}")
+        with open(path, encoding="utf-8") as fh:
+            return fh.read().rstrip("\n")
 
 
 if __name__ == "__main__":

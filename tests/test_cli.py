@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from llm_marl.cli import main
+import llm_marl
+from llm_marl.cli import EXIT_USER_ERROR, main, read_action
+from llm_marl.errors import ConfigError
 
 
 def test_list_prints_every_env(capsys):
@@ -27,10 +34,10 @@ def test_play_from_input(monkeypatch, capsys):
 
 
 def test_bad_input_is_clear(capsys):
-    with pytest.raises(SystemExit):
-        main(["play", "referential-v0", "--env-arg", "oops"])
+    assert main(["play", "referential-v0", "--env-arg", "oops"]) == 2
     assert main(["train", "--algo", "ppo"]) == 2
     err = capsys.readouterr().err
+    assert "--env-arg expects KEY=VALUE, got 'oops'" in err
     assert "--algo takes one of: magrpo, agentpo, matpo" in err and "Traceback" not in err
 
 
@@ -45,3 +52,126 @@ def test_train_and_eval_delegate_to_their_parsers(capsys):
         assert info.value.code == 0
     out = capsys.readouterr().out
     assert "--preset" in out and "presets of agentpo" in out and "toy-referential" in out
+
+
+def _one_line_error(capsys, argv: list[str], prefix: str, message: str) -> None:
+    assert main(argv) == EXIT_USER_ERROR
+    captured = capsys.readouterr()
+    err = captured.err
+    assert err.startswith(prefix) and err.count("\n") == 1, err
+    assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "prefix", "message"),
+    [
+        (
+            ["play", "nosuch-v0"],
+            "llm-marl play: error: ",
+            "no environment registered as 'nosuch-v0'",
+        ),
+        (["play", "coordination-v0", "--bogus"], "llm-marl play: error: ", "--bogus"),
+        (["play", "coordination-v0", "--seed", "x"], "llm-marl play: error: ", "invalid int"),
+        (["frobnicate"], "llm-marl: error: ", "invalid choice: 'frobnicate'"),
+        (
+            ["play", "coordination-v0", "--env-arg", "num_symbols=99"],
+            "llm-marl play: error: ",
+            "num_symbols must be in 2..10",
+        ),
+        (["train", "--env", "nosuch-v0"], "llm-marl train: error: ", "nosuch-v0"),
+        (["train", "--steps", "x"], "llm-marl train: error: ", "--steps: expected int"),
+        (["eval", "--coder", "gpt-4o"], "llm-marl eval: error: ", "bad policy spec 'gpt-4o'"),
+        (["eval", "--coder", "hf:/no/such/dir"], "llm-marl eval: error: ", "does not exist"),
+    ],
+)
+def test_user_errors_are_one_line_exit_2(capsys, tmp_path, argv, prefix, message):
+    if argv[0] == "train":
+        argv = [*argv, "--output-dir", str(tmp_path)]
+    _one_line_error(capsys, argv, prefix, message)
+
+
+def test_debug_shows_the_traceback(capsys):
+    assert main(["play", "nosuch-v0", "--debug"]) == EXIT_USER_ERROR
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "UnknownEnvError" in err
+    assert err.splitlines()[-1].startswith("llm-marl play: error: no environment registered")
+
+
+def test_version_and_help(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"llm-marl {llm_marl.__version__}"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "examples:" in out and "llm-marl train --algo magrpo" in out and "--debug" in out
+    assert "``" not in out and "::" not in out  # no raw reST
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: llm-marl train") and "--algo" in out
+
+
+def test_exit_status_of_the_installed_command(tmp_path):
+    """The real process: status 2 and one line for a user error, 0 for --version."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    cmd = [sys.executable, "-m", "llm_marl.cli"]
+    bad = subprocess.run([*cmd, "play", "nosuch-v0"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+    version = subprocess.run([*cmd, "--version"], capture_output=True, text=True, env=env)
+    assert version.returncode == 0 and llm_marl.__version__ in version.stdout
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        (["42"], "42"),
+        (['"""', "def f(x):", "    return x", '"""'], "def f(x):\n    return x"),
+        (['"""', '"""'], ""),
+        (['"""', "no end"], None),  # input closed inside the block
+        ([], None),
+    ],
+)
+def test_read_action_lines_and_blocks(lines, expected):
+    feed = iter(lines)
+
+    def fake_input(prompt: str = "") -> str:
+        try:
+            return next(feed)
+        except StopIteration:
+            raise EOFError from None
+
+    assert read_action(">>> ", fake_input) == expected
+
+
+def test_read_action_opens_the_editor(tmp_path, monkeypatch):
+    editor = tmp_path / "editor.sh"
+    editor.write_text("#!/bin/sh\nprintf 'line one\\nline two\\n' > \"$1\"\n")
+    editor.chmod(0o755)
+    monkeypatch.setenv("EDITOR", str(editor))
+    monkeypatch.delenv("VISUAL", raising=False)
+    assert read_action(">>> ", lambda prompt="": ":edit") == "line one\nline two"
+    monkeypatch.delenv("EDITOR")
+    with pytest.raises(ConfigError, match="EDITOR"):
+        read_action(">>> ", lambda prompt="": ":edit")
+
+
+def test_play_multi_line_action(monkeypatch, capsys):
+    answers = iter(['"""', "1", "(my digit)", '"""', "1"])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
+    assert main(["play", "coordination-v0", "--task-id", "coordination/t=2"]) == 0
+    assert "team reward 1.000" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("env_id", ["coordination-v0", "referential-v0"])
+def test_random_play_on_toy_envs_is_valid(env_id, capsys):
+    """Random valid digits: never malformed, and the mean reward is the env's chance level."""
+    rewards = []
+    for seed in range(60):
+        assert main(["play", env_id, "--random", "--seed", str(seed)]) == 0
+        out = capsys.readouterr().out
+        assert "'format': 1.0" in out, out  # every answer was a valid digit
+        rewards.append(float(out.split("team reward ")[1].split(",")[0]))
+    chance = llm_marl.make(env_id).unwrapped.chance_level()
+    assert abs(sum(rewards) / len(rewards) - chance) < 0.12

@@ -24,6 +24,30 @@ def data_dir() -> Path | None:
     return path
 
 
+def looks_like_hub_id(dataset: str | os.PathLike[str] | None, names: Any = ()) -> bool:
+    """Whether ``dataset`` names a Hugging Face dataset (``owner/name``) rather than one of
+    ``names`` (a family's dataset names) or a local file or directory."""
+    if dataset is None or str(dataset) in names:
+        return False
+    text = str(dataset)
+    return (
+        "/" in text
+        and not text.startswith((".", "/", "~"))
+        and not text.endswith((".json", ".jsonl", ".csv", ".parquet"))
+        and not Path(text).expanduser().exists()
+    )
+
+
+def data_dir_key() -> str | None:
+    """``$LLM_MARL_DATA_DIR`` as a cache key (``"invalid"`` when it is set but unusable), so
+    that loaders' caches follow a change of the data directory."""
+    try:
+        directory = data_dir()
+    except DataError:
+        return "invalid"
+    return str(directory) if directory is not None else None
+
+
 def load_records(source: str | os.PathLike[str], split: str | None = None) -> list[dict[str, Any]]:
     """Load a list of records.
 

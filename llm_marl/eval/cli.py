@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from llm_marl.errors import ConfigError, LLMMarlError
+from llm_marl.errors import ConfigError
 from llm_marl.eval.coding import CODING
 from llm_marl.eval.family import EnvFamily, Family, split_names
 from llm_marl.eval.math import MATH
@@ -142,7 +142,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """``llm-marl eval``: run the evaluation, print the table, return 0.
 
-    User errors (bad specs, unknown benchmarks, bad flags) exit with one line.
+    User errors (bad specs, unknown benchmarks: :class:`~llm_marl.errors.LLMMarlError`)
+    propagate; :func:`llm_marl.cli.main` prints them as one line and exits 2.
     """
     args = _parser().parse_args(argv)
     policies: dict[str, Policy] = {}
@@ -173,8 +174,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress=args.progress,
             episodes_path=args.episodes_out,
         )
-    except LLMMarlError as err:
-        raise SystemExit(f"llm-marl eval: {err}") from err
     finally:
         for policy in {id(p): p for p in policies.values()}.values():
             close = getattr(policy, "close", None)

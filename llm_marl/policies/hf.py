@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from llm_marl.errors import ConfigError
 from llm_marl.policies.base import (
     Completion,
     Conversation,
@@ -98,6 +99,26 @@ def _state_for(model: Any) -> _SharedModelState:
             state = _SharedModelState()
             _STATES[model] = state
         return state
+
+
+def _existing_path_or_hub_id(model: str | os.PathLike[str]) -> str:
+    """``model`` as a string; a local path (absolute, ``./``, ``../``, ``~``) must exist.
+
+    Without this check transformers reads a missing directory as a malformed Hub repo id.
+    """
+    text = os.fspath(model)
+    looks_local = (
+        not isinstance(model, str)
+        or os.path.isabs(text)
+        or text in (".", "..", "~")
+        or text.startswith(("./", "../", "~/", ".\\", "..\\"))
+    )
+    if looks_local and not os.path.exists(os.path.expanduser(text)):
+        raise ConfigError(
+            f"model path {text!r} does not exist: pass a directory written by save_pretrained "
+            "(or build_tiny_lm), or a Hub id such as 'Qwen/Qwen2.5-0.5B-Instruct'"
+        )
+    return os.path.expanduser(text) if looks_local else text
 
 
 def _resolve_dtype(dtype: Any, device: str) -> Any:
@@ -192,14 +213,14 @@ class HFPolicy:
 
         model_path: str | None = None
         if isinstance(model, (str, os.PathLike)):
-            model_path = str(model)
+            model_path = _existing_path_or_hub_id(model)
             device = device or "cpu"
             try:
                 model = AutoModelForCausalLM.from_pretrained(
                     model_path, dtype=_resolve_dtype(dtype, device)
                 )
             except OSError as exc:
-                raise ValueError(
+                raise ConfigError(
                     f"could not load a causal LM from {model_path!r}: {exc}. Pass a local "
                     "directory written by save_pretrained (or build_tiny_lm), or a Hub id "
                     "when online."
@@ -427,8 +448,9 @@ class HFPolicy:
             max_new_tokens=sampling.max_new_tokens,
             do_sample=not greedy,
             temperature=1.0 if greedy else sampling.temperature,
-            top_p=sampling.top_p,
-            top_k=sampling.top_k,
+            # Greedy decoding ignores them, and transformers warns when they are set.
+            top_p=None if greedy else sampling.top_p,
+            top_k=None if greedy else sampling.top_k,
             num_beams=1,
             repetition_penalty=1.0,
             eos_token_id=list(self.end_ids),

@@ -11,21 +11,19 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
-
-from llm_marl.errors import ConfigError
 
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse, train; a config error (raised before training starts) prints one line, returns 2."""
+    """Parse, train, return 0.
+
+    A user error (:class:`~llm_marl.errors.LLMMarlError`: a bad option, an unknown env, a missing
+    logging package...) propagates; :func:`llm_marl.cli.main` prints it as one line and exits 2.
+    Everything that can be checked is checked before any model is built.
+    """
     from llm_marl.train.run import parse_run_config, run
 
-    try:
-        run(parse_run_config(argv))
-    except ConfigError as exc:
-        print(f"llm-marl train: {exc}", file=sys.stderr)
-        return 2
+    run(parse_run_config(argv))
     return 0

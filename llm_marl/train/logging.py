@@ -10,14 +10,75 @@ per step into a PNG (matplotlib, imported only there).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from llm_marl.errors import ConfigError
+
 METRICS_FILE = "metrics.jsonl"
+
+
+def check_logging_backends(*, tensorboard: bool = False, wandb: bool = False) -> None:
+    """Raise :class:`~llm_marl.errors.ConfigError` if a requested logging package is missing.
+
+    Called before any model is built (:func:`~llm_marl.train.build_policies`), so that a run
+    asked to log somewhere it cannot fails in a second, not after minutes of loading.
+    """
+    import importlib.util
+
+    missing = [
+        (flag, package, extra)
+        for flag, package, extra, wanted in (
+            ("--tensorboard", "tensorboard", "tensorboard", tensorboard),
+            ("--wandb", "wandb", "wandb", wandb),
+        )
+        if wanted and importlib.util.find_spec(package) is None
+    ]
+    if missing:
+        flag, package, extra = missing[0]
+        raise ConfigError(
+            f"{flag} needs the {package!r} package, which is not installed: "
+            f"pip install {package} (or pip install 'llm-marl[{extra}]'), or drop {flag}"
+        )
+
+
+_quiet_lock = threading.Lock()
+_quiet_depth = 0
+_quiet_restore = False
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Hide transformers' / huggingface_hub's progress bars inside the block.
+
+    Loading and saving a model prints bars ("Loading weights", "Writing model shards") that
+    would bury the run's own bar and table. The setting is global in transformers, so nested and
+    concurrent blocks share one counter and the previous state comes back after the last one.
+    """
+    global _quiet_depth, _quiet_restore
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:  # nothing to hide
+        yield
+        return
+    with _quiet_lock:
+        if _quiet_depth == 0:
+            _quiet_restore = hf_logging.is_progress_bar_enabled()
+            hf_logging.disable_progress_bar()
+        _quiet_depth += 1
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet_depth -= 1
+            if _quiet_depth == 0 and _quiet_restore:
+                hf_logging.enable_progress_bar()
 
 
 def _fmt(value: Any, width: int) -> str:
@@ -117,25 +178,16 @@ class MetricsLogger:
             elif path.exists():
                 path.unlink()  # a fresh run in a reused directory starts a fresh file
             self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        check_logging_backends(tensorboard=tensorboard, wandb=wandb)
         if tensorboard:
             if self.output_dir is None:
                 raise ValueError("tensorboard logging needs an output_dir")
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as exc:
-                raise ImportError(
-                    "TensorBoard logging was requested but the 'tensorboard' package is not "
-                    "installed: pip install tensorboard (or turn tensorboard off)"
-                ) from exc
+            from torch.utils.tensorboard import SummaryWriter
+
             self._tb = SummaryWriter(log_dir=str(self.output_dir / "tensorboard"))
         if wandb:
-            try:
-                import wandb as wandb_module
-            except ImportError as exc:
-                raise ImportError(
-                    "Weights & Biases logging was requested but the 'wandb' package is not "
-                    "installed: pip install wandb (or turn wandb off)"
-                ) from exc
+            import wandb as wandb_module
+
             self._wandb = wandb_module.init(
                 project=wandb_project,
                 name=run_name,
@@ -219,8 +271,13 @@ def plot_rewards(
     *,
     title: str = "team reward",
     keys: Sequence[str] = ("reward", "eval/reward"),
+    chance: float | None = None,
 ) -> Path:
-    """Plot the team reward per step (train rollouts, and eval points if any) into a PNG."""
+    """Plot the team reward per step (train rollouts, and eval points if any) into a PNG.
+
+    ``chance`` (the env's ``chance_level()``, e.g. uniformly random valid answers on the toy
+    envs) is drawn as a dashed horizontal line: the level a team must beat to have learned.
+    """
     try:
         import matplotlib
 
@@ -242,6 +299,12 @@ def plot_rewards(
         label = {"reward": "train (rollouts)", "eval/reward": "evaluation"}.get(key, key)
         ax.plot(xs, ys, label=label, **style)
         plotted = True
+    if chance is not None:
+        ax.axhline(chance, color="grey", linestyle="--", label=f"chance level ({chance:.3g})")
+        plotted = True
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     ax.set_xlabel("step")
     ax.set_ylabel("reward")
     ax.set_title(title)

@@ -267,6 +267,15 @@ def build_policies(config: RunConfig) -> dict[str, Any]:
     toy format) first, then the trainable ones, which get the format warm-up last. Sets torch's
     thread count if ``policies.threads`` is set.
     """
+    from llm_marl.train.logging import check_logging_backends, quiet_transformers
+
+    # Options that can fail without a model fail before any is built.
+    check_logging_backends(tensorboard=config.trainer.tensorboard, wandb=config.trainer.wandb)
+    with quiet_transformers():  # no "Loading weights" bars per model
+        return _build_policies(config)
+
+
+def _build_policies(config: RunConfig) -> dict[str, Any]:
     from llm_marl.envs.registration import make
     from llm_marl.train.models import check_agents, frozen_policy, trainable_policies
     from llm_marl.train.warmup import num_symbols, toy_format_warmup

@@ -234,6 +234,18 @@ class Trainer:
         )
         return self.tasks
 
+    def _chance_level(self) -> float | None:
+        """The env's documented chance-level reward (``env.chance_level()``), if it has one."""
+        env = self._make_env()
+        try:
+            for candidate in (env, getattr(env, "unwrapped", env)):
+                chance = getattr(candidate, "chance_level", None)
+                if callable(chance):
+                    return float(chance())
+            return None
+        finally:
+            env.close()
+
     def _align_logprob_temperature(self) -> None:
         """Training log-probs must use the sampling temperature, or importance ratios are off."""
         seen: dict[int, float] = {}
@@ -320,14 +332,17 @@ class Trainer:
         from tqdm.auto import tqdm
 
         from llm_marl.train.checkpoint import resume_latest
-        from llm_marl.train.logging import MetricsLogger, plot_rewards
+        from llm_marl.train.logging import MetricsLogger, plot_rewards, quiet_transformers
 
         cfg = self.config
         start = 0
         if cfg.resume:
             # Falls back past corrupt checkpoints (with a warning); restores weights, KL
             # references, optimizer and RNG states, so that the resumed run is the same run.
-            resumed = resume_latest(self.output_dir, self.policies, self.algorithm.load_state_dict)
+            with quiet_transformers():
+                resumed = resume_latest(
+                    self.output_dir, self.policies, self.algorithm.load_state_dict
+                )
             if resumed is not None:
                 ckpt, start, _, _ = resumed
                 if cfg.console:
@@ -379,7 +394,12 @@ class Trainer:
             logger.close()
         plot_path = None
         if cfg.plot:
-            plot_path = plot_rewards(logger.history, self.output_dir / "reward.png", title=run_name)
+            plot_path = plot_rewards(
+                logger.history,
+                self.output_dir / "reward.png",
+                title=run_name,
+                chance=self._chance_level(),
+            )
         if cfg.console:
             print(reward_table(logger.history, self._eval_title()), flush=True)
             if plot_path is not None:
@@ -415,15 +435,17 @@ class Trainer:
     def save_checkpoint(self) -> Path:
         """Checkpoint the current step under ``output_dir/checkpoints``."""
         from llm_marl.train.checkpoint import save_checkpoint
+        from llm_marl.train.logging import quiet_transformers
 
-        return save_checkpoint(
-            self.output_dir,
-            self.step,
-            self.policies,
-            self.algorithm.state_dict(),
-            {"algorithm": self.algorithm.name, "env": _env_name(self.env)},
-            keep=self.config.keep_checkpoints,
-        )
+        with quiet_transformers():  # no "Writing model shards" bars over the training bar
+            return save_checkpoint(
+                self.output_dir,
+                self.step,
+                self.policies,
+                self.algorithm.state_dict(),
+                {"algorithm": self.algorithm.name, "env": _env_name(self.env)},
+                keep=self.config.keep_checkpoints,
+            )
 
     def _eval_title(self) -> str:
         if all(s.temperature == 0 for s in self.eval_sampling.values()):
@@ -503,8 +525,9 @@ def _console_columns(row: Mapping[str, Any]) -> list[tuple[str, str]]:
     cols: list[tuple[str, str]] = [("step", "step"), ("reward", "reward")]
     cols += [(f"reward/{c}", c) for c in comps]
     cols += [("eval/reward", "eval")]
-    for key in ("loss", "kl", "clip_frac", "grad_norm", "dropped", "time/step"):
-        cols.append((key, key.removeprefix("time/")))
+    for key in ("loss", "kl", "clip_frac", "grad_norm", "dropped"):
+        cols.append((key, key))
+    cols.append(("time/step", "sec/step"))  # not "step": that is the first column
     return cols
 
 

@@ -14,6 +14,7 @@ from llm_marl.data.loading import DATA_DIR_ENV
 from llm_marl.envs.math import datasets as mds
 from llm_marl.envs.math.datasets import EVAL_BENCHMARKS, load_math_tasks
 from llm_marl.envs.math.prompts import HINT_SYSTEM, STEP_BY_STEP
+from llm_marl.errors import LLMMarlError
 from llm_marl.eval import math_eval as lazy_math_eval
 from llm_marl.eval.cli import main
 from llm_marl.eval.math import format_report, math_eval
@@ -247,11 +248,11 @@ def test_cli_main_with_scripted_policies(tmp_path, monkeypatch, capsys, shared_d
 
 
 def test_cli_errors_are_clear():
-    with pytest.raises(SystemExit, match="no policy given: name the team"):
+    with pytest.raises(LLMMarlError, match="no policy given: name the team"):
         main(["--datasets", "sample"])
-    with pytest.raises(SystemExit, match="not both"):
+    with pytest.raises(LLMMarlError, match="not both"):
         main(["--actor", "scripted:m:f", "--hint", "scripted:m:h", "--critic", "scripted:m:c"])
-    with pytest.raises(SystemExit, match="scripted:MODULE:FUNCTION"):
+    with pytest.raises(LLMMarlError, match="scripted:MODULE:FUNCTION"):
         main(["--actor", "scripted:no_colon", "--datasets", "sample"])
-    with pytest.raises(SystemExit, match="bad policy spec 'gpt-4o'"):
+    with pytest.raises(LLMMarlError, match="bad policy spec 'gpt-4o'"):
         main(["--actor", "gpt-4o", "--datasets", "sample"])

@@ -188,7 +188,7 @@ def test_hf_with_device_dtype_and_adapter(tiny_lm_path, tmp_path):
     )
     assert build_policy(f"hf:{tiny_lm_path}", trainable=True).trainable
 
-    with pytest.raises(ConfigError, match=r"hf:.*no_model_here.*could not load"):
+    with pytest.raises(ConfigError, match=r"hf:.*no_model_here.*does not exist"):
         build_policy(f"hf:{tmp_path / 'no_model_here'}")
     with pytest.raises(ConfigError, match="unknown dtype"):
         build_policy(f"hf:{tiny_lm_path},dtype=float99")

@@ -37,7 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llm_marl.data.loading import DATA_DIR_ENV, DataError, data_dir, load_records
+from llm_marl.data.loading import (
+    DATA_DIR_ENV,
+    DataError,
+    data_dir,
+    data_dir_key,
+    load_records,
+    looks_like_hub_id,
+)
 from llm_marl.envs.coding.testsuite import TestFormatError, build_suite
 
 REQUIRED_FIELDS = ("task_id", "prompt", "test", "entry_point")
@@ -108,7 +115,7 @@ def load_tasks(
             "tasks given by the caller"
         )
     hub_split = _hub_split_spec(dataset, split)
-    key = (family, str(dataset) if dataset is not None else None, hub_split, _data_dir_key())
+    key = (family, str(dataset) if dataset is not None else None, hub_split, data_dir_key())
     with _cache_lock:
         if key not in _cache:
             _cache[key] = _load(family, dataset, hub_split)
@@ -118,31 +125,15 @@ def load_tasks(
     return [dict(t) for t in tasks], source
 
 
-def _is_hub_id(dataset: str | Path | None) -> bool:
-    if dataset is None or str(dataset) in DATASETS:
-        return False
-    text = str(dataset)
-    return (
-        "/" in text
-        and not text.startswith((".", "/", "~"))
-        and not text.endswith((".json", ".jsonl", ".csv", ".parquet"))
-        and not Path(text).expanduser().exists()
-    )
-
-
 def _hub_split_spec(dataset: str | Path | None, split: str) -> str | None:
     """The hub split to load when ``split`` is a hub spec (``"test[:16]"``) for a hub id."""
-    if _is_hub_id(dataset) and split not in _SPLIT_NAMES and not _SLICE_RE.match(split):
+    if (
+        looks_like_hub_id(dataset, DATASETS)
+        and split not in _SPLIT_NAMES
+        and not _SLICE_RE.match(split)
+    ):
         return split
     return None
-
-
-def _data_dir_key() -> str | None:
-    try:
-        directory = data_dir()
-    except DataError:
-        return "invalid"
-    return str(directory) if directory is not None else None
 
 
 def _load(
@@ -154,7 +145,7 @@ def _load(
         records, source, info = _default_records(info)
     elif str(dataset) in DATASETS:
         records, source, info = _default_records(DATASETS[str(dataset)])
-    elif _is_hub_id(dataset):
+    elif looks_like_hub_id(dataset, DATASETS):
         split = hub_split or info.hub_split or "train"
         records = load_records(str(dataset), split=split)
         source = f"{dataset} (Hugging Face, split {split!r})"

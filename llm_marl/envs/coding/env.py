@@ -209,6 +209,10 @@ class CodeCollabEnv(LLMParallelEnv):
                 raise ValueError(
                     f"sandbox must be one of {SANDBOX_KINDS} or a Sandbox instance, got {sandbox!r}"
                 )
+            # The sandbox starts on first use; a backend that cannot run fails here, at make().
+            from llm_marl.tools.sandbox.factory import check_sandbox
+
+            check_sandbox(None if sandbox == "auto" else sandbox)
         elif not all(hasattr(sandbox, m) for m in ("run_tests", "close")):
             raise TypeError(
                 f"sandbox must be one of {SANDBOX_KINDS} or a Sandbox instance (with run_tests), "

@@ -40,7 +40,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llm_marl.data.loading import DATA_DIR_ENV, data_dir, load_records
+from llm_marl.data.loading import (
+    DATA_DIR_ENV,
+    data_dir,
+    data_dir_key,
+    load_records,
+    looks_like_hub_id,
+)
 from llm_marl.errors import DataError
 
 DATA = Path(__file__).parent / "data"
@@ -125,8 +131,10 @@ def load_writing_tasks(
         return _select(tasks, split, info), "tasks given by the caller"
     if dataset is not None and str(dataset) in DATASETS and DATASETS[str(dataset)].kind != kind:
         raise DataError(f"dataset {str(dataset)!r} holds {DATASETS[str(dataset)].kind} tasks")
-    hub = _is_hub_id(dataset) and split not in SPLITS and not _SLICE_RE.match(split)
-    key = (kind, str(dataset), split if hub else None, _data_dir_key())
+    hub = (
+        looks_like_hub_id(dataset, DATASETS) and split not in SPLITS and not _SLICE_RE.match(split)
+    )
+    key = (kind, str(dataset), split if hub else None, data_dir_key())
     with _lock:
         if key not in _cache:
             _cache[key] = _load(kind, dataset, split if hub else None)
@@ -137,24 +145,6 @@ def load_writing_tasks(
 
 
 # ---------------------------------------------------------------------------------- internals
-def _data_dir_key() -> str | None:
-    try:
-        directory = data_dir()
-    except DataError:
-        return "invalid"
-    return str(directory) if directory is not None else None
-
-
-def _is_hub_id(dataset: str | Path | None) -> bool:
-    if dataset is None or str(dataset) in DATASETS:
-        return False
-    text = str(dataset)
-    return (
-        "/" in text
-        and not text.startswith((".", "/", "~"))
-        and not text.endswith((".json", ".jsonl", ".csv", ".parquet"))
-        and not Path(text).expanduser().exists()
-    )
 
 
 def _load(
@@ -163,7 +153,7 @@ def _load(
     info = DATASETS[str(dataset)] if dataset is not None and str(dataset) in DATASETS else None
     if dataset is None or info is not None:
         return _default(info or DATASETS[kind])
-    if _is_hub_id(dataset):
+    if looks_like_hub_id(dataset, DATASETS):
         split = hub_split or "train"
         records = load_records(str(dataset), split=split)
         source = f"{dataset} (Hugging Face, split {split!r})"

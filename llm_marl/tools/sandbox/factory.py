@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
+import threading
 from typing import Any
 
 from llm_marl.tools.sandbox.base import Limits, SandboxUnavailableError
@@ -107,6 +109,71 @@ def make_sandbox(
             f"no sandbox with the documented guarantees can run here. Docker: {docker_problem}. "
             f"ProcessSandbox: {e}"
         ) from e
+
+
+_checked: set[tuple[str, str, str]] = set()  # (backend, $DOCKER_HOST, image) that worked
+_checked_lock = threading.Lock()
+
+
+def check_sandbox(kind: str | None = None, *, image: str = DEFAULT_IMAGE) -> str:
+    """Raise :class:`SandboxUnavailableError` now if ``make_sandbox(kind)`` cannot work here.
+
+    Cheap, and starts no worker: pings the Docker engine and looks up the image, or probes
+    bubblewrap. Envs that start their sandbox on first use call it at construction, so that a
+    missing engine fails at ``make`` with one clear message, not at the first ``step``. A
+    success is remembered per process (and per ``DOCKER_HOST`` and image). Returns the backend that
+    ``make_sandbox(kind)`` would pick (``"docker"`` or ``"process"``).
+    """
+    kind = kind or os.environ.get(KIND_ENV) or "auto"
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    where = os.environ.get("DOCKER_HOST", "")
+    with _checked_lock:
+        for backend in ("docker", "process"):
+            if kind in (backend, "auto") and (backend, where, image) in _checked:
+                return backend
+    problems: dict[str, str] = {}
+    for backend in ("docker", "process") if kind == "auto" else (kind,):
+        problem = _docker_problem(image) if backend == "docker" else _process_problem()
+        if problem is None:
+            with _checked_lock:
+                _checked.add((backend, where, image))
+            return backend
+        problems[backend] = problem
+    if kind == "docker":
+        raise SandboxUnavailableError(f"sandbox='docker' cannot run: {problems['docker']}")
+    if kind == "process":
+        raise SandboxUnavailableError(f"sandbox='process' cannot run: {problems['process']}")
+    raise SandboxUnavailableError(
+        "no sandbox with the documented guarantees can run here. "
+        f"Docker: {problems['docker']}. ProcessSandbox: {problems['process']}"
+    )
+
+
+def _docker_problem(image: str) -> str | None:
+    from llm_marl.tools.sandbox.docker import _missing_image_message
+    from llm_marl.tools.sandbox.image import docker_client, image_exists
+
+    try:
+        client = docker_client(timeout=10)
+    except SandboxUnavailableError as e:
+        return str(e)
+    try:
+        return None if image_exists(image, client) else _missing_image_message(image)
+    finally:
+        client.close()
+
+
+def _process_problem() -> str | None:
+    from llm_marl.tools.sandbox.process import _probe, _python_paths
+
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    try:
+        exe, dirs = _python_paths(base)
+    except SandboxUnavailableError as e:
+        return str(e)
+    problem = _probe("bwrap", exe, tuple(dirs), os.geteuid() == 0)
+    return None if problem is None else f"bubblewrap cannot isolate programs here: {problem}"
 
 
 def _reject(kwargs: dict[str, Any], keys: set[str], kind: str) -> None:
