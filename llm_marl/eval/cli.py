@@ -42,6 +42,7 @@ from llm_marl.eval.report import format_report
 from llm_marl.eval.writing import WRITING
 from llm_marl.policies.base import Policy, SamplingParams
 from llm_marl.policies.factory import SPEC_FORMS, build_policy
+from llm_marl.policies.quiet import quiet_transformers
 
 __all__ = ["FAMILIES", "main"]
 
@@ -157,8 +158,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ks = _ints(args.k, "--k")
         check_k(ks, args.samples)
         env_kwargs = parse_env_args(args.env_arg)
-        for role, spec in specs.items():
-            policies[role] = build_policy(spec, device=args.device, dtype=args.dtype)
+        with quiet_transformers():  # no "Loading weights" bars per model
+            for role, spec in specs.items():
+                policies[role] = build_policy(spec, device=args.device, dtype=args.dtype)
         report = family.evaluate(
             policies,
             split_names(args.benchmarks),

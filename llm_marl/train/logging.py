@@ -10,12 +10,10 @@ per step into a PNG (matplotlib, imported only there).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,39 +44,6 @@ def check_logging_backends(*, tensorboard: bool = False, wandb: bool = False) ->
             f"{flag} needs the {package!r} package, which is not installed: "
             f"pip install {package} (or pip install 'llm-marl[{extra}]'), or drop {flag}"
         )
-
-
-_quiet_lock = threading.Lock()
-_quiet_depth = 0
-_quiet_restore = False
-
-
-@contextlib.contextmanager
-def quiet_transformers() -> Iterator[None]:
-    """Hide transformers' / huggingface_hub's progress bars inside the block.
-
-    Loading and saving a model prints bars ("Loading weights", "Writing model shards") that
-    would bury the run's own bar and table. The setting is global in transformers, so nested and
-    concurrent blocks share one counter and the previous state comes back after the last one.
-    """
-    global _quiet_depth, _quiet_restore
-    try:
-        from transformers.utils import logging as hf_logging
-    except ImportError:  # nothing to hide
-        yield
-        return
-    with _quiet_lock:
-        if _quiet_depth == 0:
-            _quiet_restore = hf_logging.is_progress_bar_enabled()
-            hf_logging.disable_progress_bar()
-        _quiet_depth += 1
-    try:
-        yield
-    finally:
-        with _quiet_lock:
-            _quiet_depth -= 1
-            if _quiet_depth == 0 and _quiet_restore:
-                hf_logging.enable_progress_bar()
 
 
 def _fmt(value: Any, width: int) -> str:

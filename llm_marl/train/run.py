@@ -267,7 +267,8 @@ def build_policies(config: RunConfig) -> dict[str, Any]:
     toy format) first, then the trainable ones, which get the format warm-up last. Sets torch's
     thread count if ``policies.threads`` is set.
     """
-    from llm_marl.train.logging import check_logging_backends, quiet_transformers
+    from llm_marl.policies.quiet import quiet_transformers
+    from llm_marl.train.logging import check_logging_backends
 
     # Options that can fail without a model fail before any is built.
     check_logging_backends(tensorboard=config.trainer.tensorboard, wandb=config.trainer.wandb)

@@ -331,8 +331,9 @@ class Trainer:
         """Run (or resume) training; returns the history and the first / last evaluation."""
         from tqdm.auto import tqdm
 
+        from llm_marl.policies.quiet import quiet_transformers
         from llm_marl.train.checkpoint import resume_latest
-        from llm_marl.train.logging import MetricsLogger, plot_rewards, quiet_transformers
+        from llm_marl.train.logging import MetricsLogger, plot_rewards
 
         cfg = self.config
         start = 0
@@ -434,8 +435,8 @@ class Trainer:
 
     def save_checkpoint(self) -> Path:
         """Checkpoint the current step under ``output_dir/checkpoints``."""
+        from llm_marl.policies.quiet import quiet_transformers
         from llm_marl.train.checkpoint import save_checkpoint
-        from llm_marl.train.logging import quiet_transformers
 
         with quiet_transformers():  # no "Writing model shards" bars over the training bar
             return save_checkpoint(

@@ -163,3 +163,14 @@ def test_user_errors_are_one_line(team, argv, message, capsys):
     err = capsys.readouterr().err
     assert err.startswith("llm-marl eval: error: ") and err.count("\n") == 1, err
     assert re.search(message, err) and "Traceback" not in err
+
+
+def test_loading_local_models_prints_no_transformers_bars(tmp_path, capfd):
+    from llm_marl.policies import build_tiny_lm
+
+    path = build_tiny_lm(tmp_path / "lm")
+    capfd.readouterr()
+    assert main(["--env", "coordination-v0", "--agent", f"left=hf:{path}",
+                 "--agent", f"right=hf:{path}", "--samples", "1", "--no-progress"]) == 0  # fmt: skip
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err and "it/s]" not in err

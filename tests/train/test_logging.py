@@ -10,12 +10,8 @@ from pathlib import Path
 import pytest
 
 from llm_marl.errors import ConfigError
-from llm_marl.train.logging import (
-    MetricsLogger,
-    check_logging_backends,
-    plot_rewards,
-    quiet_transformers,
-)
+from llm_marl.policies.quiet import quiet_transformers
+from llm_marl.train.logging import MetricsLogger, check_logging_backends, plot_rewards
 
 ROOT = Path(__file__).resolve().parents[2]
 # The toy preset, shrunk to seconds: the console's shape does not depend on the run's length.

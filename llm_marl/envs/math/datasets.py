@@ -289,7 +289,17 @@ def _reference(record: Mapping[str, Any], benchmark: str | None, reference_answe
         except KeyError:
             # A hub copy may keep the answer elsewhere than the local file: infer from fields.
             pass
-    return reference_answer(record, _guess_format(record))
+    guessed = _guess_format(record)
+    try:
+        return reference_answer(record, guessed)
+    except (KeyError, ValueError) as err:
+        if benchmark is not None:
+            raise
+        # An unnamed file: say what a record needs, not which benchmark's format was guessed.
+        raise ValueError(
+            "expected 'answer', 'final_answer', 'reward_model.ground_truth' or a 'solution' "
+            f"with \\boxed{{}} (fields found: {sorted(record)}; as {guessed}: {err})"
+        ) from err
 
 
 def _guess_format(record: Mapping[str, Any]) -> str:

@@ -160,3 +160,18 @@ def test_benchmark_table_covers_the_issue_names():
     )
     for name in mds.EVAL_BENCHMARKS:
         assert BENCHMARKS[name].hub_id, f"{name} needs a documented Hugging Face fallback"
+
+
+def test_an_unnamed_file_without_a_usable_answer_says_which_fields_it_needs(tmp_path):
+    import json
+
+    from llm_marl.envs.math.datasets import load_math_tasks
+    from llm_marl.errors import DataError
+
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps({"problem": "1+1?", "solution": "It is two."}) + "\n")
+    with pytest.raises(DataError) as info:
+        load_math_tasks(str(path))
+    message = str(info.value)
+    assert "expected 'answer', 'final_answer'" in message and "'solution' with \\boxed{}" in message
+    assert "fields found: ['problem', 'solution']" in message
