@@ -12,6 +12,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+from llm_marl.algos.update import nll_update
 from llm_marl.errors import ConfigError
 
 __all__ = ["TOY_ENVS", "num_symbols", "toy_format_warmup"]
@@ -94,7 +95,7 @@ def toy_format_warmup(
                         )
         optimizer = torch.optim.Adam(policy.parameters(), lr=lr)
         for _ in range(steps):
-            loss = _nll_step(policy, optimizer, prompts, completions)
+            loss = nll_update(policy, optimizer, prompts, completions)
         for agent in agents:
             losses[agent] = loss
         if policy.reference_model is not None:  # the KL reference starts where RL starts
@@ -111,21 +112,6 @@ def num_symbols(env: Any, env_id: str) -> int:
             "set --format-warmup-steps 0"
         )
     return n
-
-
-def _nll_step(
-    policy: Any, optimizer: Any, prompts: list[list[int]], completions: list[list[int]]
-) -> float:
-    """One step of behaviour cloning: minimise the demonstrations' mean token NLL."""
-    import torch
-
-    logprobs = policy.sequence_logprobs(prompts, completions)
-    tokens = sum(int(lp.shape[0]) for lp in logprobs)
-    loss = -torch.stack([lp.sum() for lp in logprobs]).sum() / max(tokens, 1)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
-    return float(loss.detach())
 
 
 def _demo_answers(env_id: str, agent: str, observation: list[dict], n: int) -> list[int]:
