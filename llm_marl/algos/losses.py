@@ -11,10 +11,16 @@ verl's ``compute_policy_loss`` does). :func:`policy_gradient_loss` is the plain 
 per-token loss:
 
 * ``"token-mean"`` — every generated token weighs the same (DAPO / AgentPO),
-* ``"sequence-mean"`` — mean over each sequence's tokens, then over sequences (original GRPO),
-* ``"sequence-sum"`` — sum over each sequence's tokens, mean over sequences (CoMLRL's MAGRPO:
-  ``-A * sum_t logp_t`` averaged over completions),
+* ``"sequence-mean"`` — mean over each completion's tokens, then over completions (original
+  GRPO),
+* ``"sequence-sum"`` — sum over each completion's tokens, mean over completions (CoMLRL's
+  MAGRPO: ``-A * sum_t logp_t`` averaged over completions),
 * ``"token-sum"`` — sum divided by a constant (Dr. GRPO).
+
+A completion is one turn: a multi-turn token stream trained in one row holds several, and the
+two sequence-level modes weigh each of its turns as one completion, as CoMLRL does by updating
+each turn's completions separately (a turn's weight never grows with its share of the row's
+tokens).
 
 The loop that feeds these functions batches of samples and steps an optimizer is
 :func:`llm_marl.algos.update.policy_gradient_update`.
@@ -127,19 +133,26 @@ def aggregate(
     num_tokens: float | None = None,
     num_sequences: float | None = None,
     constant: float | None = None,
+    turn_lengths: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Reduce a ``[B, T]`` per-token loss to a scalar.
 
     ``num_tokens`` / ``num_sequences`` / ``constant`` are the normalisers of the *whole*
     minibatch when ``per_token`` is one micro-batch of it (defaults: this tensor's own).
+    ``turn_lengths`` (``[B, T]``, for ``sequence-mean``) holds, per token, the number of
+    generated tokens of the completion it belongs to, when a row holds several completions
+    (the turns of a multi-turn stream); by default a row is one completion. ``num_sequences``
+    then counts completions, not rows.
     """
     mask = mask.to(per_token.dtype)
     if mode == "token-mean":
         denom = num_tokens if num_tokens is not None else float(mask.sum())
         return per_token.sum() / max(denom, 1.0)
     if mode == "sequence-mean":
-        lengths = mask.sum(-1).clamp(min=1.0)
         denom = num_sequences if num_sequences is not None else float(per_token.shape[0])
+        if turn_lengths is not None:
+            return (per_token / turn_lengths.clamp(min=1.0)).sum() / max(denom, 1.0)
+        lengths = mask.sum(-1).clamp(min=1.0)
         return (per_token.sum(-1) / lengths).sum() / max(denom, 1.0)
     if mode == "sequence-sum":
         denom = num_sequences if num_sequences is not None else float(per_token.shape[0])

@@ -4,7 +4,8 @@ A :class:`Sample` is one contiguous token stream of one agent — a prompt, then
 (mask 1) and env-produced tokens between turns (mask 0) — with an advantage per token.
 :func:`trajectory_samples` turns a :class:`~llm_marl.rollout.Trajectory` into samples, one per
 :meth:`~llm_marl.rollout.Trajectory.segments` stream, so a multi-turn trajectory costs one
-forward pass, not one per turn. How the advantages are computed is each algorithm's business
+forward pass, not one per turn; its turns still count as separate completions wherever the loss
+averages over completions (:attr:`Sample.turn_spans`). How the advantages are computed is each algorithm's business
 (:mod:`llm_marl.algos.advantages`); this module only places them on the tokens.
 """
 
@@ -37,6 +38,31 @@ class Sample:
     """The agent whose stream this is."""
     ref_logprobs: list[float] | None = field(default=None, repr=False)
     """Filled by the update when ``kl_coef > 0``."""
+    turn_spans: list[tuple[int, int]] | None = None
+    """``(start, end)`` in ``completion_ids`` of each turn the agent generated, when the stream
+    holds several. The sequence-level aggregations count each turn as one completion (CoMLRL
+    updates each turn's completions separately), so a long turn does not outweigh a short one.
+    ``None``: the whole stream is one completion."""
+
+    def turn_lengths(self) -> list[int]:
+        """Per completion token, how many generated tokens its turn has (0 outside any turn).
+
+        A stream without ``turn_spans`` is one turn: every token gets :attr:`num_generated`.
+        """
+        if not self.turn_spans:
+            return [self.num_generated] * len(self.completion_ids)
+        lengths = [0] * len(self.completion_ids)
+        for start, end in self.turn_spans:
+            generated = int(sum(self.mask[start:end]))
+            lengths[start:end] = [generated] * (end - start)
+        return lengths
+
+    @property
+    def num_turns(self) -> int:
+        """How many completions the sequence-level aggregations count this stream as."""
+        if not self.turn_spans:
+            return 1
+        return sum(1 for start, end in self.turn_spans if any(self.mask[start:end]))
 
     @property
     def num_generated(self) -> int:
@@ -72,6 +98,7 @@ def trajectory_samples(
         advantages = [0.0] * len(segment.completion_ids)
         for k, start, end in segment.turn_spans:
             advantages[start:end] = [float(turn_advantages[k])] * (end - start)
+        spans = [(start, end) for _, start, end in segment.turn_spans]
         samples.append(
             Sample(
                 prompt_ids=segment.prompt_ids,
@@ -81,6 +108,7 @@ def trajectory_samples(
                 old_logprobs=segment.logprobs,
                 weight=weight,
                 agent=trajectory.agent,
+                turn_spans=spans if len(spans) > 1 else None,
             )
         )
     return samples

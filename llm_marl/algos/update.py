@@ -211,7 +211,8 @@ class _Normalisers:
     def of(cls, minibatch: Sequence[Sample], config: PGConfig) -> _Normalisers:
         return cls(
             num_tokens=float(sum(s.num_generated * s.weight for s in minibatch)),
-            num_sequences=float(sum(s.weight for s in minibatch)),
+            # Completions, not rows: each turn of a multi-turn stream counts once.
+            num_sequences=float(sum(s.num_turns * s.weight for s in minibatch)),
             constant=config.token_sum_normalizer
             or float(len(minibatch) * max(len(s.completion_ids) for s in minibatch)),
         )
@@ -258,6 +259,11 @@ def _backward(
         num_tokens=norms.num_tokens,
         num_sequences=norms.num_sequences,
         constant=norms.constant,
+        turn_lengths=(
+            _padded([s.turn_lengths() for s in micro], shape, device)
+            if config.aggregation == "sequence-mean"
+            else None
+        ),
     )
     loss.backward()
     n = float(mask.sum())

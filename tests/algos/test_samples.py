@@ -33,6 +33,9 @@ def test_continuing_turns_form_one_stream_with_env_tokens_masked():
     (segment,) = traj.segments()
     assert s.prompt_ids + s.completion_ids == segment.token_ids == [1, 2, 3, 4, 7, 7, 5]
     assert (s.mask, s.old_logprobs) == (segment.mask, segment.logprobs)
+    # Its two turns stay two completions for the sequence-level losses.
+    assert s.turn_spans == [(0, 2), (4, 5)]
+    assert (s.num_turns, s.turn_lengths()) == (2, [2, 2, 0, 0, 1])
 
 
 def test_a_turn_that_does_not_extend_the_stream_starts_a_new_sample():
@@ -87,12 +90,15 @@ def _walk_turns(trajectory: Trajectory, advantages: list[float]) -> list[Sample]
     """An independent oracle: the turn-by-turn walk trajectory_samples did before it was built
     on Trajectory.segments() (it extends the previous sample by the bridge and completion)."""
     samples: list[Sample] = []
+    spans: list[list[tuple[int, int]]] = []  # per sample, where each of its turns stands
     stream: list[int] = []
     for t, adv in zip(trajectory.turns, advantages):
         lps = list(t.logprobs) if t.logprobs is not None else None
         if t.continues_stream and samples and t.prompt_ids[: len(stream)] == stream:
             cur = samples[-1]
             bridge = t.prompt_ids[len(stream) :]
+            start = len(cur.completion_ids) + len(bridge)
+            spans[-1].append((start, start + len(t.completion_ids)))
             cur.completion_ids += bridge + t.completion_ids
             cur.mask += [0] * len(bridge) + [1] * len(t.completion_ids)
             cur.advantages += [0.0] * len(bridge) + [adv] * len(t.completion_ids)
@@ -102,12 +108,14 @@ def _walk_turns(trajectory: Trajectory, advantages: list[float]) -> list[Sample]
                 cur.old_logprobs = None
         else:
             n = len(t.completion_ids)
+            spans.append([(0, n)])
             samples.append(
                 Sample(list(t.prompt_ids), list(t.completion_ids), [1] * n, [adv] * n, lps)
             )
         stream = t.prompt_ids + t.completion_ids
-    for s in samples:
+    for s, turn_spans in zip(samples, spans):
         s.agent = trajectory.agent
+        s.turn_spans = turn_spans if len(turn_spans) > 1 else None
     return samples
 
 

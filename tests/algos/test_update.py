@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -166,3 +167,40 @@ def test_policy_gradient_loss_refuses_a_kl_term():
         PGConfig(loss="reinforce")
     with pytest.raises(ValueError, match="clip_ratio_c"):
         PGConfig(clip_ratio_c=0.5)
+
+
+@pytest.mark.parametrize(
+    ("loss", "aggregation"), [("clipped", "sequence-mean"), ("policy-gradient", "sequence-sum")]
+)
+def test_each_turn_of_a_multi_turn_stream_is_one_completion(loss, aggregation):
+    # CoMLRL updates each turn's completions separately. One two-turn stream (a 2-token turn,
+    # an env bridge token, a 3-token turn) must therefore give the gradient of the two turns
+    # trained as two separate samples: under the old per-row mean the long turn weighed 3/5.
+    # BigramPolicy conditions only on the previous token, so the split samples see the same
+    # log-probs as the stream.
+    stream = Sample(
+        [0],
+        [5, 6, 2, 3, 4, 7],
+        [1, 1, 0, 1, 1, 1],
+        [0.8, 0.8, 0.0, -1.2, -1.2, -1.2],
+        None,
+        turn_spans=[(0, 2), (3, 6)],
+    )
+    split = [
+        Sample([0], [5, 6], [1, 1], [0.8, 0.8], None),
+        Sample([0, 5, 6, 2], [3, 4, 7], [1, 1, 1], [-1.2] * 3, None),
+    ]
+    cfg = PGConfig(lr=0.1, loss=loss, aggregation=aggregation, max_grad_norm=None)
+    grads = []
+    for samples in ([stream], split):
+        policy = BigramPolicy(seed=5)
+        opt, _ = make_optimizer(policy.parameters(), cfg)
+        policy.table.register_hook(lambda g, out=grads: out.append(g.clone()))
+        policy_gradient_update(policy, opt, samples, cfg)
+    assert torch.allclose(grads[0], grads[1], atol=1e-7)
+    # The check can fail: the same stream without its turn spans is weighted per row.
+    policy = BigramPolicy(seed=5)
+    opt, _ = make_optimizer(policy.parameters(), cfg)
+    policy.table.register_hook(lambda g, out=grads: out.append(g.clone()))
+    policy_gradient_update(policy, opt, [dataclasses.replace(stream, turn_spans=None)], cfg)
+    assert not torch.allclose(grads[2], grads[1], atol=1e-4)
