@@ -4,7 +4,7 @@
 :class:`~llm_marl.algos.samples.Sample` s: ``epochs`` passes, each split into minibatches (one
 optimizer step each), each split into micro-batches (one batched
 :meth:`~llm_marl.policies.TrainablePolicy.sequence_logprobs` forward pass each, never a loop over
-tokens) whose gradients accumulate. The loss of a micro-batch is normalised by the size of its
+tokens; by default one per prompt group) whose gradients accumulate. The loss of a micro-batch is normalised by the size of its
 whole minibatch, so micro-batching changes memory, not the gradient. The loss itself is
 :func:`~llm_marl.algos.losses.clipped_pg_loss` reduced by
 :func:`~llm_marl.algos.losses.aggregate`; :class:`PGConfig` holds every knob of the loop, the
@@ -60,7 +60,10 @@ class PGConfig:
     minibatch_size: int | None = None
     """Samples (token streams) per optimizer step; ``None``: the whole batch, one step."""
     micro_batch_size: int | None = None
-    """Samples per forward/backward pass (gradient accumulation); ``None``: the minibatch."""
+    """Samples per forward/backward pass (gradient accumulation). ``None``: one pass per prompt
+    group (the samples sharing a prompt, e.g. a GRPO group's G completions, whose prompt the
+    policy may encode once), the samples no other sample shares a prompt with in passes as
+    large as the largest group (at least 8) — never the whole minibatch padded into one."""
     max_grad_norm: float | None = 1.0
     """Clip the gradient's global L2 norm to this; ``None`` disables clipping."""
     clip_low: float = 0.2
@@ -178,7 +181,7 @@ def policy_gradient_update(
             optimizer.zero_grad(set_to_none=True)
             norms = _Normalisers.of(minibatch, config)
             loss = 0.0
-            for micro in _chunks(minibatch, config.micro_batch_size):
+            for micro in _micro_batches(minibatch, config.micro_batch_size):
                 loss += _backward(policy, micro, norms, config, device, means)
             norm = _grad_norm(params, config.max_grad_norm)
             if math.isfinite(norm):
@@ -292,11 +295,11 @@ def _fill_missing(policy: TrainablePolicy, samples: list[Sample], config: PGConf
     # The plain policy gradient has no ratio: it needs no old log-probs.
     need_old = [s for s in samples if s.old_logprobs is None] if config.loss == "clipped" else []
     with torch.no_grad():
-        for batch in _chunks(need_old, config.micro_batch_size):
+        for batch in _micro_batches(need_old, config.micro_batch_size):
             for s, lp in zip(batch, _sequence_logprobs(policy, batch)):
                 s.old_logprobs = lp.detach().float().cpu().tolist()
         if config.kl_coef > 0:
-            for batch in _chunks(samples, config.micro_batch_size):
+            for batch in _micro_batches(samples, config.micro_batch_size):
                 for s, lp in zip(batch, _sequence_logprobs(policy, batch, reference=True)):
                     s.ref_logprobs = lp.detach().float().cpu().tolist()
 
@@ -320,6 +323,28 @@ def _minibatches(
         order = torch.randperm(len(samples), generator=generator).tolist()
     for chunk in _chunks(order, size):
         yield [samples[i] for i in chunk]
+
+
+def _micro_batches(samples: list[Sample], size: int | None) -> Iterator[list[Sample]]:
+    """Forward/backward passes: ``size`` samples each, or by prompt group when ``size`` is None.
+
+    Padding a whole minibatch into one pass wastes compute on pad columns (and memory); a group
+    of samples with the same prompt pads only its completions, and the policy may encode the
+    shared prompt once (:attr:`HFPolicy.share_prompts <llm_marl.policies.HFPolicy>`).
+    """
+    if size is not None:
+        yield from _chunks(samples, size)
+        return
+    groups: dict[tuple[int, ...], list[Sample]] = {}
+    for sample in samples:
+        groups.setdefault(tuple(sample.prompt_ids), []).append(sample)
+    singles = [group[0] for group in groups.values() if len(group) == 1]
+    yield from (group for group in groups.values() if len(group) > 1)
+    if singles:
+        width = max([8, *(len(group) for group in groups.values())])
+        # Similar lengths side by side: less padding in each pass.
+        singles.sort(key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
+        yield from _chunks(singles, width)
 
 
 def _chunks(items: list[T], size: int | None) -> Iterator[list[T]]:

@@ -101,6 +101,12 @@ def _state_for(model: Any) -> _SharedModelState:
         return state
 
 
+def _one_prompt(prompt_ids: Sequence[Sequence[int]]) -> bool:
+    """Whether every row has the same prompt (the G completions of one GRPO task do)."""
+    first = list(prompt_ids[0])
+    return all(list(p) == first for p in prompt_ids[1:])
+
+
 def _existing_path_or_hub_id(model: str | os.PathLike[str]) -> str:
     """``model`` as a string; a local path (absolute, ``./``, ``../``, ``~``) must exist.
 
@@ -189,9 +195,14 @@ class HFPolicy:
     :meth:`VLLMPolicy.for_trainable <llm_marl.policies.vllm.VLLMPolicy.for_trainable>` attaches:
     :meth:`generate` then samples there (same prompt ids, same completion cutting), training
     stays here, and :meth:`after_update` pushes the updated weights to the engine.
+
+    ``share_prompts`` (default ``True``): when every row of a :meth:`sequence_logprobs` call
+    has the same prompt (the update passes one GRPO group at a time), the prompt is encoded
+    once and its key/value cache shared by the completions; ``False`` encodes each row whole.
     """
 
     logprob_temperature: float = 1.0
+    share_prompts: bool = True
 
     def __init__(
         self,
@@ -526,7 +537,8 @@ class HFPolicy:
         """Per-token log-probs of each completion given its prompt, in one batched forward pass.
 
         Prompts are left-padded and completions right-padded so that every completion starts at
-        the same column. The backbone runs once; then only the real completion tokens go through
+        the same column. The backbone runs once (when all rows share one prompt, the prompt runs
+        once and its cache serves every row: ``share_prompts``); then only the real completion tokens go through
         the LM head, one block of logits at a time, recomputed in backward
         (:func:`~llm_marl.policies.logprob.chunked_logprobs`), so no ``(batch, completion_len,
         vocab)`` logits tensor is ever built. Models for which that would not be exact (logit
@@ -593,11 +605,21 @@ class HFPolicy:
             with ctx, grad:
                 split = split_lm_head(model, kwargs)
                 if split is not None:
-                    # Backbone once, then the LM head chunk by chunk on the scored positions
-                    # only: no (batch, completion_len, vocab) logits ever exist.
-                    hidden = split.hidden_states(
-                        input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False
-                    )[:, p_width - 1 : p_width - 1 + c_width]
+                    # Backbone once (the prompt once when the whole batch shares it), then the
+                    # LM head chunk by chunk on the scored positions only: no (batch,
+                    # completion_len, vocab) logits ever exist.
+                    hidden = None
+                    if self.share_prompts and batch > 1 and _one_prompt(prompt_ids):
+                        hidden = split.shared_prompt_hidden(
+                            ids[0, :p_width], targets, mask[:, p_width:]
+                        )
+                    if hidden is None:
+                        hidden = split.hidden_states(
+                            input_ids=ids,
+                            attention_mask=mask,
+                            position_ids=positions,
+                            use_cache=False,
+                        )[:, p_width - 1 : p_width - 1 + c_width]
                     flat = chunked_logprobs(hidden[scored], split.head, targets[scored], temp)
                     return list(flat.split([len(c) for c in completion_ids]))
                 logits = model(input_ids=ids, **kwargs).logits

@@ -62,6 +62,48 @@ class HeadSplit(NamedTuple):
         """``(batch, seq, hidden)`` final hidden states of the backbone for these inputs."""
         return _last_hidden(self.decoder(**kwargs))
 
+    def shared_prompt_hidden(
+        self, prompt: torch.Tensor, completions: torch.Tensor, completion_mask: torch.Tensor
+    ) -> torch.Tensor | None:
+        """Hidden states predicting each completion token, the one prompt encoded once.
+
+        ``prompt`` is ``(P,)``; ``completions`` and ``completion_mask`` are ``(B, C)``, right
+        padded. Returns ``(B, C, hidden)``: row ``t`` predicts completion token ``t``. The prompt
+        runs through the backbone once and its key/value cache is repeated for the ``B``
+        completions, so a GRPO group's shared prompt costs one forward instead of ``B``;
+        gradients through the cache sum over the group, as ``B`` separate passes would. ``None``
+        when the backbone returns no repeatable cache (the caller then encodes each row).
+        """
+        import torch
+
+        batch, width = int(completions.shape[0]), int(completions.shape[1])
+        p_len = int(prompt.shape[0])
+        prompt_row = prompt.unsqueeze(0)
+        out = self.decoder(
+            input_ids=prompt_row,
+            attention_mask=torch.ones_like(prompt_row),
+            position_ids=torch.arange(p_len, device=prompt.device).unsqueeze(0),
+            use_cache=True,
+        )
+        cache = getattr(out, "past_key_values", None)
+        repeat = getattr(cache, "batch_repeat_interleave", None)
+        if not callable(repeat):
+            return None
+        repeat(batch)
+        ones = torch.ones(batch, p_len, dtype=completion_mask.dtype, device=prompt.device)
+        positions = torch.arange(p_len, p_len + width, device=prompt.device).expand(batch, width)
+        tail = self.hidden_states(
+            input_ids=completions,
+            attention_mask=torch.cat([ones, completion_mask], dim=1),
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+        )
+        # The prompt's last position predicts completion token 0; token t>0 is predicted by
+        # completion position t-1.
+        first = _last_hidden(out)[:, -1:].expand(batch, 1, -1)
+        return torch.cat([first, tail[:, : width - 1]], dim=1)
+
 
 # Verdict of the probe, per model called: (id(decoder), id(head)) -> splittable. Keyed by the
 # module identities so a head swapped or wrapped (e.g. LoRA added to lm_head) is probed again.

@@ -204,3 +204,40 @@ def test_each_turn_of_a_multi_turn_stream_is_one_completion(loss, aggregation):
     policy.table.register_hook(lambda g, out=grads: out.append(g.clone()))
     policy_gradient_update(policy, opt, [dataclasses.replace(stream, turn_spans=None)], cfg)
     assert not torch.allclose(grads[2], grads[1], atol=1e-4)
+
+
+class _RecordingBigram(BigramPolicy):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.batches: list[list[tuple[int, ...]]] = []
+
+    def sequence_logprobs(self, prompt_ids, completion_ids, *, reference=False):
+        self.batches.append([tuple(p) for p in prompt_ids])
+        return super().sequence_logprobs(prompt_ids, completion_ids, reference=reference)
+
+
+def test_default_micro_batches_are_prompt_groups_with_the_same_update():
+    g = torch.Generator().manual_seed(3)
+
+    def sample(prompt):
+        comp = torch.randint(0, 8, (int(torch.randint(1, 5, (1,), generator=g)),), generator=g)
+        adv = float(torch.randn(1, generator=g))
+        return Sample(prompt, comp.tolist(), [1] * len(comp), [adv] * len(comp), None)
+
+    # Two GRPO groups (4 and 3 completions, interleaved as episodes may come) and three samples
+    # whose prompts nobody shares.
+    prompts = [[1], [2], [1], [2], [1], [3], [2], [1], [4, 4], [5]]
+    samples = [sample(p) for p in prompts]
+    grouped, single = _RecordingBigram(seed=6), _RecordingBigram(seed=6)
+    cfg = PGConfig(lr=0.1, aggregation="sequence-mean", max_grad_norm=None, kl_coef=0.1)
+    cfg_single = dataclasses.replace(cfg, micro_batch_size=1)
+    for policy, config in ((grouped, cfg), (single, cfg_single)):
+        opt, _ = make_optimizer(policy.parameters(), config)
+        policy_gradient_update(policy, opt, copy.deepcopy(samples), config)
+    # Per pass (old log-probs, reference log-probs, training): group [1], group [2], the rest.
+    # (The unshared ones are ordered by length, to pad less.)
+    expected = [[(1,)] * 4, [(2,)] * 3, [(3,), (4, 4), (5,)]]
+    assert [sorted(batch) for batch in grouped.batches] == expected * 3
+    assert len(single.batches) == 3 * len(samples)
+    # Micro-batching changes the passes, not the update.
+    assert torch.allclose(grouped.table, single.table, atol=1e-6)

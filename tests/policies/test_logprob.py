@@ -322,3 +322,79 @@ def test_bfloat16_head_matches_the_full_logits_path():
     for a, b in zip(_grads(params, [got], [w]), _grads(params, [want], [w])):
         assert a.dtype == b.dtype == torch.bfloat16
         torch.testing.assert_close(a.float(), b.float(), atol=2e-2, rtol=2e-2)
+
+
+# ------------------------------------------------------------------ one prompt, many completions
+
+
+def _group(vocab: int, seed: int = 0) -> tuple[list[list[int]], list[list[int]]]:
+    """A GRPO group: one 23-token prompt, ragged completions (one of them empty)."""
+    gen = torch.Generator().manual_seed(seed)
+    prompt = torch.randint(0, vocab, (23,), generator=gen).tolist()
+    comps = [torch.randint(0, vocab, (n,), generator=gen).tolist() for n in (17, 4, 0, 40)]
+    return [prompt] * len(comps), comps
+
+
+def _count_backbone_tokens(policy: HFPolicy) -> list[int]:
+    """Records how many token positions each call of the backbone runs."""
+    policy.sequence_logprobs([[1]], [[2]])  # the one-time split probe runs before counting
+    seen: list[int] = []
+    decoder = policy.model.get_decoder()
+    decoder.register_forward_pre_hook(
+        lambda _m, args, kwargs: seen.append(int(kwargs["input_ids"].numel())), with_kwargs=True
+    )
+    return seen
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_a_shared_prompt_is_encoded_once_with_the_same_logprobs_and_grads(tmp_path, arch):
+    path = build_tiny_lm(tmp_path / arch, arch=arch, vocab_size=600, seed=2)
+    policy = HFPolicy(path, trainable=True, seed=0)
+    _sharpen(policy.model)
+    policy.logprob_temperature = 0.8
+    prompts, comps = _group(600)
+    seen = _count_backbone_tokens(policy)
+    lps = policy.sequence_logprobs(prompts, comps)
+    # The prompt ran once (23 positions), then the completions (4 rows x 40 columns).
+    assert seen == [23, 4 * 40]
+    ref = _plain(policy.model, prompts, comps, 0.8)
+    _assert_same(lps, ref, policy.parameters(), _weights(comps))
+    # And the check can fail: switched off, each row runs its prompt again.
+    policy.share_prompts = False
+    seen.clear()
+    policy.sequence_logprobs(prompts, comps)
+    assert seen == [4 * (23 + 40)]
+
+
+def test_a_shared_prompt_under_lora_and_for_the_reference(big_vocab_path):
+    base = AutoModelForCausalLM.from_pretrained(big_vocab_path)
+    _sharpen(base)
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"])
+    policy = HFPolicy(base, tokenizer=big_vocab_path, lora_config=lora, trainable=True, seed=0)
+    with torch.no_grad():
+        for p in policy.parameters():
+            p.normal_(0, 0.2)
+    prompts, comps = _group(BIG_VOCAB, seed=3)
+    lps = policy.sequence_logprobs(prompts, comps)
+    _assert_same(
+        lps, _plain(policy.model, prompts, comps, 1.0), policy.parameters(), _weights(comps)
+    )
+    reference = policy.sequence_logprobs(prompts, comps, reference=True)
+    with policy.model.disable_adapter(), torch.no_grad():
+        base_ref = _plain(policy.model, prompts, comps, 1.0)
+    for a, b in zip(reference, base_ref):
+        torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
+
+
+def test_rows_with_different_prompts_are_not_shared(tiny_lm_path):
+    policy = HFPolicy(tiny_lm_path, trainable=True, seed=0)
+    seen = _count_backbone_tokens(policy)
+    prompts = [[5, 6, 7], [5, 6, 8]]
+    lps = policy.sequence_logprobs(prompts, [[9, 10], [11]])
+    assert seen == [2 * (3 + 2)]
+    _assert_same(
+        lps,
+        _plain(policy.model, prompts, [[9, 10], [11]], 1.0),
+        policy.parameters(),
+        _weights([[9, 10], [11]]),
+    )
