@@ -48,6 +48,12 @@ class Family:
         """Whether ``env_id`` is one of the family's envs."""
         return False
 
+    def check_envs(self, env_ids: Sequence[str]) -> None:
+        """Raise :class:`ConfigError` naming the env ids that are not the family's."""
+        foreign = [e for e in env_ids if not self.owns(e)]
+        if foreign:
+            raise ConfigError(f"not {self.name} envs: {', '.join(foreign)}")
+
     def rows(
         self,
         team: Sequence[str],
@@ -61,9 +67,7 @@ class Family:
         :meth:`owns`; played by :meth:`env_rows`), else one :meth:`benchmark` per name
         (``names``, default :meth:`benchmarks_for` the team)."""
         if env_ids:
-            foreign = [e for e in env_ids if not self.owns(e)]
-            if foreign:
-                raise ConfigError(f"not {self.name} envs: {foreign}")
+            self.check_envs(env_ids)
             return self.env_rows(env_ids, list(names or ()), split=split, limit=limit)
         chosen = list(names or self.benchmarks_for(team))
         if not chosen:
