@@ -5,8 +5,7 @@ pick an env and its tasks, its default sampling, and its extra metrics, record f
 columns. Its :meth:`Family.evaluate` is the family's evaluation function, and the command line
 (:mod:`llm_marl.eval.cli`) drives every family through the same methods. Adding a family is one
 subclass (see :mod:`llm_marl.eval.math`, :mod:`llm_marl.eval.coding` and
-:mod:`llm_marl.eval.writing`) and one entry in
-``llm_marl.eval.cli.FAMILIES``.
+:mod:`llm_marl.eval.writing`) and one entry in ``llm_marl.eval.cli.FAMILIES``.
 
 :class:`EnvFamily` is the family of any other env: each env id is one benchmark with the env's
 own tasks, and nothing is added to the generic scores.
