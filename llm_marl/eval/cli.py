@@ -214,9 +214,7 @@ def _team(args: argparse.Namespace) -> dict[str, str]:
 def _family(name: str | None, env_ids: list[str], team: list[str]) -> Family:
     if name is not None:
         family = FAMILIES[name]
-        foreign = [e for e in env_ids if not family.owns(e)]
-        if foreign:
-            raise ConfigError(f"--env {','.join(foreign)}: not {name} envs")
+        family.check_envs(env_ids)
         return family
     if env_ids:
         for family in FAMILIES.values():

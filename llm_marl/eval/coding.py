@@ -29,13 +29,16 @@ Command line::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from llm_marl.errors import ConfigError
-from llm_marl.eval.evaluate import Benchmark, Column
-from llm_marl.eval.family import Family
+from llm_marl.eval.evaluate import Benchmark, Column, EvalOptions
+from llm_marl.eval.family import Family, split_kwargs
 from llm_marl.eval.metrics import Record
 from llm_marl.policies.base import Policy, SamplingParams
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["CODING", "CODE_SAMPLING", "CodingFamily", "code_eval"]
 
@@ -81,30 +84,13 @@ class CodingFamily(Family):
     def check_team(self, team: Sequence[str]) -> None:
         self.env_for(team, CODING_BENCHMARKS[0])
 
-    def rows(
-        self,
-        team: Sequence[str],
-        names: Sequence[str] | None = None,
-        env_ids: Sequence[str] | None = None,
-        *,
-        split: str | None = None,
-        limit: int | None = None,
-    ) -> list[Benchmark]:
-        """One row per benchmark name (in the team's env) or per coding env id."""
-        kwargs = {"split": split} if split is not None else {}
-        if env_ids:
-            if names:
-                raise ConfigError("name coding benchmarks or coding env ids, not both")
-            foreign = [e for e in env_ids if not self.owns(e)]
-            if foreign:
-                raise ConfigError(f"not coding envs: {foreign}")
-            return [Benchmark(e, e, env_kwargs=kwargs) for e in env_ids]
-        prefixes = _env_prefixes()
-        rows = []
-        for name in names or self.default_benchmarks:
-            own = dict(kwargs) if name in prefixes else {**kwargs, "dataset": name}
-            rows.append(Benchmark(name, self.env_for(team, name), env_kwargs=own))
-        return rows
+    def benchmark(
+        self, team: Sequence[str], name: str, *, split: str | None, limit: int | None
+    ) -> Benchmark:
+        """A named benchmark plays its env; any other name is a dataset in CoopHumanEval's
+        schema (``coop_humaneval``)."""
+        own = {} if name in _env_prefixes() else {"dataset": name}
+        return Benchmark(name, self.env_for(team, name), env_kwargs=split_kwargs(split, **own))
 
     def default_sampling(self, team: Sequence[str]) -> dict[str, SamplingParams]:
         return dict.fromkeys(team, CODE_SAMPLING)
@@ -128,16 +114,7 @@ def code_eval(
     *,
     env_ids: Sequence[str] | None = None,
     split: str | None = None,
-    limit: int | None = None,
-    samples: int = 1,
-    k: int | Sequence[int] | None = None,
-    sampling: SamplingParams | Mapping[str, SamplingParams] | None = None,
-    env_kwargs: Mapping[str, Any] | None = None,
-    batch_size: int | None = None,
-    seed: int = 0,
-    progress: bool = True,
-    episodes_path: str | None = None,
-    return_episodes: bool = False,
+    **options: Unpack[EvalOptions],
 ) -> dict[str, Any]:
     """Evaluate a coding team; report pass@1 and pass@k per benchmark.
 
@@ -149,32 +126,16 @@ def code_eval(
             ``["humaneval_single-v0"]``.
         split: ``"eval"`` (the paper's held-out slice), ``"train"``, ``"all"`` or ``"a:b"``
             (default: the env's own, every problem).
-        limit: the first ``limit`` problems of each benchmark.
-        samples, k: samples per problem and the pass@k to report (default 1 and ``samples``).
-        sampling: one :class:`SamplingParams` for every agent or one per agent; missing agents
-            get :data:`CODE_SAMPLING`.
-        env_kwargs: the evaluation's env configuration (``sandbox``, ``timeout``, the number of
-            turns...), independent of the training env's.
-        batch_size, seed, progress, episodes_path, return_episodes: as in
-            :func:`llm_marl.eval.evaluate`.
+        options: as in :func:`llm_marl.eval.evaluate` (:class:`~llm_marl.eval.evaluate.EvalOptions`:
+            ``samples``, ``k``, ``limit``, ``batch_size``, ``seed``, ``progress``,
+            ``episodes_path``, ``return_episodes``); ``sampling`` is one
+            :class:`SamplingParams` for every agent or one per agent (missing agents get
+            :data:`CODE_SAMPLING`); ``env_kwargs`` are the evaluation's env configuration
+            (``sandbox``, ``timeout``, the number of turns...), independent of the training
+            env's.
 
     Returns:
         The report of :func:`llm_marl.eval.evaluate`; each benchmark also has
         ``test_pass_rate``, the mean fraction of scoring tests passed.
     """
-    return CODING.evaluate(
-        policies,
-        benchmarks,
-        env_ids=env_ids,
-        split=split,
-        limit=limit,
-        sampling=sampling,
-        samples=samples,
-        k=k,
-        env_kwargs=env_kwargs,
-        batch_size=batch_size,
-        seed=seed,
-        progress=progress,
-        episodes_path=episodes_path,
-        return_episodes=return_episodes,
-    )
+    return CODING.evaluate(policies, benchmarks, env_ids=env_ids, split=split, **options)

@@ -26,7 +26,7 @@ import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from tqdm.auto import tqdm
 
@@ -66,6 +66,23 @@ class Column:
     header: str
     style: str = "percent"
     """``"percent"`` (``97%``), ``"score"`` (``97.0``, like pass@k) or ``"number"`` (``0.970``)."""
+
+
+class EvalOptions(TypedDict, total=False):
+    """The keyword arguments of :func:`evaluate` that a family's evaluation function
+    (:meth:`~llm_marl.eval.family.Family.evaluate`, :func:`~llm_marl.eval.code_eval`...) passes
+    on unchanged; :func:`evaluate` documents each and gives its default."""
+
+    env_kwargs: Mapping[str, Any] | None
+    samples: int
+    k: int | Sequence[int] | None
+    sampling: SamplingParams | Mapping[str, SamplingParams] | None
+    limit: int | None
+    batch_size: int | None
+    seed: int
+    progress: bool
+    episodes_path: str | os.PathLike[str] | None
+    return_episodes: bool
 
 
 def evaluate(

@@ -28,16 +28,19 @@ reported too.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from llm_marl.envs.math.datasets import EVAL_BENCHMARKS, load_math_tasks
 from llm_marl.errors import ConfigError
-from llm_marl.eval.evaluate import Benchmark, Column
+from llm_marl.eval.evaluate import Benchmark, Column, EvalOptions
 from llm_marl.eval.family import Family, split_names
 from llm_marl.eval.metrics import Record
 from llm_marl.eval.report import format_report
 from llm_marl.policies.base import Policy, SamplingParams
 from llm_marl.rollout.types import Episode
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "ACTOR_SAMPLING",
@@ -90,26 +93,23 @@ class MathFamily(Family):
     def check_team(self, team: Sequence[str]) -> None:
         self.env_for(team)
 
-    def rows(
-        self,
-        team: Sequence[str],
-        names: Sequence[str] | None = None,
-        env_ids: Sequence[str] | None = None,
-        *,
-        split: str | None = None,
-        limit: int | None = None,
+    def benchmark(
+        self, team: Sequence[str], name: str, *, split: str | None, limit: int | None
+    ) -> Benchmark:
+        """Dataset ``name`` (benchmark name, file path or Hugging Face id) in the team's env."""
+        return Benchmark(name, self.env_for(team), tasks=load_math_tasks(name, split, limit))
+
+    def env_rows(
+        self, env_ids: Sequence[str], names: Sequence[str], *, split: str | None, limit: int | None
     ) -> list[Benchmark]:
-        """One row per dataset name (benchmark name, file path or Hugging Face id), played in
-        the team's env, or in the one math env ``env_ids`` names."""
-        if env_ids and len(env_ids) > 1:
+        """Every dataset of ``names`` (default :attr:`default_benchmarks`) in the one math env
+        ``env_ids`` names: its team plays every benchmark."""
+        if len(env_ids) > 1:
             raise ConfigError(f"name one math env (its team plays every benchmark), got {env_ids}")
-        env_id = env_ids[0] if env_ids else self.env_for(team)
-        if not self.owns(env_id):
-            raise ConfigError(
-                f"{env_id!r} is not a math env ({sorted(_ENV_BY_COLLABORATOR.values())})"
-            )
-        names = list(names or self.default_benchmarks)
-        return [Benchmark(n, env_id, tasks=load_math_tasks(n, split, limit)) for n in names]
+        return [
+            Benchmark(n, env_ids[0], tasks=load_math_tasks(n, split, limit))
+            for n in names or self.default_benchmarks
+        ]
 
     def default_sampling(self, team: Sequence[str]) -> dict[str, SamplingParams]:
         return {a: ACTOR_SAMPLING if a == "actor" else COLLABORATOR_SAMPLING for a in team}
@@ -144,18 +144,9 @@ def math_eval(
     critic_policy: Policy | None = None,
     datasets: Sequence[str] | str = EVAL_BENCHMARKS,
     *,
-    limit: int | None = None,
     split: str | None = None,
-    samples: int = 1,
-    k: int | Sequence[int] | None = None,
-    sampling: SamplingParams | Mapping[str, SamplingParams] | None = None,
     prompts: Mapping[str, str | None] | None = None,
-    env_kwargs: Mapping[str, Any] | None = None,
-    batch_size: int | None = None,
-    seed: int = 0,
-    progress: bool = True,
-    episodes_path: str | None = None,
-    return_episodes: bool = False,
+    **options: Unpack[EvalOptions],
 ) -> dict[str, Any]:
     """Evaluate a team on math benchmarks; report pass@1 (and pass@k) per benchmark.
 
@@ -166,21 +157,16 @@ def math_eval(
         datasets: benchmark names, file paths or Hugging Face ids (a comma-separated string is
             split); see :mod:`llm_marl.envs.math.datasets`. Default: the five AgentPO test sets
             plus GSM8K.
-        limit: evaluate the first ``limit`` problems of each benchmark.
         split: split of every dataset (default: each benchmark's test split).
-        samples: completions per problem (``n`` of pass@k).
-        k: the pass@k to report (default 1 and ``samples``).
-        sampling: one :class:`SamplingParams` for every agent, or a dict by agent; missing
-            agents get :data:`ACTOR_SAMPLING` / :data:`COLLABORATOR_SAMPLING`.
         prompts: prompt overrides passed to the env (see the env docstrings).
-        env_kwargs: other env arguments (e.g. ``require_boxed=True``).
-        batch_size: problems per :func:`collect` call (default: a whole benchmark at once;
-            set it to bound memory of local models).
-        seed: base seed of env resets and sampling.
-        progress: show a progress bar.
-        episodes_path: write one JSON record per episode here (JSONL).
-        return_episodes: also return the records under ``"episodes"`` (task id, reference,
-            extracted answer, correctness and every agent's turns), by benchmark.
+        options: as in :func:`llm_marl.eval.evaluate` (``samples``, the completions per
+            problem; ``k``; ``limit``; ``batch_size``; ``seed``; ``progress``;
+            ``episodes_path``). ``sampling`` is one :class:`SamplingParams` for every agent or
+            a dict by agent; missing agents get :data:`ACTOR_SAMPLING` /
+            :data:`COLLABORATOR_SAMPLING`. ``env_kwargs`` are other env arguments (e.g.
+            ``require_boxed=True``). ``return_episodes`` also returns the records under
+            ``"episodes"`` (task id, reference, extracted answer, correctness and every
+            agent's turns), by benchmark.
 
     Returns:
         The report of :func:`llm_marl.eval.evaluate`; each benchmark also has ``num_correct``,
@@ -199,21 +185,6 @@ def math_eval(
         policies["hint"] = hint_policy
     if critic_policy is not None:
         policies["critic"] = critic_policy
-    kwargs = dict(env_kwargs or {})
     if prompts:
-        kwargs["prompts"] = prompts
-    return MATH.evaluate(
-        policies,
-        names,
-        split=split,
-        limit=limit,
-        sampling=sampling,
-        samples=samples,
-        k=k,
-        env_kwargs=kwargs,
-        batch_size=batch_size,
-        seed=seed,
-        progress=progress,
-        episodes_path=episodes_path,
-        return_episodes=return_episodes,
-    )
+        options["env_kwargs"] = {**(options.get("env_kwargs") or {}), "prompts": prompts}
+    return MATH.evaluate(policies, names, split=split, **options)

@@ -31,14 +31,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from llm_marl.envs.base import Task
 from llm_marl.errors import ConfigError
-from llm_marl.eval.evaluate import Benchmark, Column
-from llm_marl.eval.family import Family
+from llm_marl.eval.evaluate import Benchmark, Column, EvalOptions
+from llm_marl.eval.family import Family, split_kwargs
 from llm_marl.eval.metrics import Record
 from llm_marl.policies.base import Policy, SamplingParams
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "JUDGE_RUBRIC",
@@ -183,28 +186,17 @@ class WritingFamily(Family):
                 f"lone writer; got {list(team)}"
             )
 
-    def rows(
-        self,
-        team: Sequence[str],
-        names: Sequence[str] | None = None,
-        env_ids: Sequence[str] | None = None,
-        *,
-        split: str | None = None,
-        limit: int | None = None,
-    ) -> list[Benchmark]:
-        kwargs = {"split": split} if split is not None else {}
-        if env_ids:
-            if names:
-                raise ConfigError("name writing benchmarks or writing env ids, not both")
-            foreign = [e for e in env_ids if not self.owns(e)]
-            if foreign:
-                raise ConfigError(f"not writing envs: {foreign}")
-            return [Benchmark(e, e, env_kwargs=kwargs) for e in env_ids]
-        if not names:
-            names = ["arxiv"] if tuple(sorted(team)) == ("background", "method") else ["tldr"]
-        return [
-            Benchmark(n, self.env_for(team, n), env_kwargs={**kwargs, "dataset": n}) for n in names
-        ]
+    def benchmarks_for(self, team: Sequence[str]) -> Sequence[str]:
+        """The team's task: ``arxiv`` for background + method, else ``tldr``."""
+        return ["arxiv"] if tuple(sorted(team)) == ("background", "method") else ["tldr"]
+
+    def benchmark(
+        self, team: Sequence[str], name: str, *, split: str | None, limit: int | None
+    ) -> Benchmark:
+        """Dataset ``name`` (a benchmark name, file or Hugging Face id) in the team's env."""
+        return Benchmark(
+            name, self.env_for(team, name), env_kwargs=split_kwargs(split, dataset=name)
+        )
 
     def default_sampling(self, team: Sequence[str]) -> dict[str, SamplingParams]:
         return dict.fromkeys(team, WRITING_SAMPLING)
@@ -257,14 +249,7 @@ def writing_eval(
     *,
     env_ids: Sequence[str] | None = None,
     split: str | None = None,
-    limit: int | None = None,
-    samples: int = 1,
-    sampling: SamplingParams | Mapping[str, SamplingParams] | None = None,
-    env_kwargs: Mapping[str, Any] | None = None,
-    seed: int = 0,
-    progress: bool = True,
-    episodes_path: str | None = None,
-    return_episodes: bool = False,
+    **options: Unpack[EvalOptions],
 ) -> dict[str, Any]:
     """Evaluate a writing team; report the lexical levels, guards and ROUGE per benchmark.
 
@@ -274,28 +259,15 @@ def writing_eval(
             string or list; default: the team's task).
         env_ids: writing env ids to play instead, each on its own tasks.
         split: ``"eval"`` (held out), ``"train"``, ``"all"`` or ``"a:b"``.
-        limit, samples, seed, progress, episodes_path, return_episodes: as in
-            :func:`llm_marl.eval.evaluate`.
-        sampling: one :class:`SamplingParams` for every agent or one per agent (default
-            :data:`WRITING_SAMPLING`).
-        env_kwargs: the evaluation env's settings (``guards``, ``reward`` weights...). With
-            ``reward={"relevance_weight": ...}`` the embedding similarities are reported too.
+        options: as in :func:`llm_marl.eval.evaluate` (``samples``, ``limit``, ``seed``,
+            ``progress``, ``episodes_path``, ``return_episodes``...). ``sampling`` is one
+            :class:`SamplingParams` for every agent or one per agent (default
+            :data:`WRITING_SAMPLING`); ``env_kwargs`` are the evaluation env's settings
+            (``guards``, ``reward`` weights...): with ``reward={"relevance_weight": ...}`` the
+            embedding similarities are reported too.
     """
     family = WRITING
-    weights = dict((env_kwargs or {}).get("reward") or {})
+    weights = dict((options.get("env_kwargs") or {}).get("reward") or {})
     if weights.get("relevance_weight") or weights.get("redundancy_weight"):
         family = WritingFamily(embedding_scores=True)
-    return family.evaluate(
-        policies,
-        benchmarks,
-        env_ids=env_ids,
-        split=split,
-        limit=limit,
-        sampling=sampling,
-        samples=samples,
-        env_kwargs=env_kwargs,
-        seed=seed,
-        progress=progress,
-        episodes_path=episodes_path,
-        return_episodes=return_episodes,
-    )
+    return family.evaluate(policies, benchmarks, env_ids=env_ids, split=split, **options)
