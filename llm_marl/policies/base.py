@@ -18,6 +18,7 @@ turn as a new segment.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -59,6 +60,13 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.top_k < 0:
             raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+
+
+def call_seed(sampling: SamplingParams, rng: random.Random) -> int:
+    """The seed of one sampling call: ``sampling.seed`` when the caller set one, else a fresh
+    draw from the backend's own generator ``rng`` (so that unseeded calls differ from each other,
+    while a policy built with a seed replays the same stream of calls)."""
+    return sampling.seed if sampling.seed is not None else rng.randrange(2**63)
 
 
 def per_agent_sampling(

@@ -175,14 +175,7 @@ def build_policy(
             kwargs["base_url"] = parsed.url
         if "api_key_env" in opts:
             kwargs["api_key_env"] = opts["api_key_env"]
-        for key, convert in (("timeout", float), ("max_concurrency", int)):
-            if key in opts:
-                try:
-                    kwargs[key] = convert(opts[key])
-                except ValueError:
-                    raise ConfigError(
-                        f"openai:{parsed.target}: option {key}={opts[key]!r} is not a number"
-                    ) from None
+        kwargs.update(_numbers(parsed, timeout=float, max_concurrency=int))
         try:
             return OpenAIPolicy(parsed.target, **kwargs)
         except ValueError as err:
@@ -192,19 +185,30 @@ def build_policy(
     return _scripted(parsed.target, name)
 
 
+def _numbers(parsed: PolicySpec, **converters: type[int] | type[float]) -> dict[str, Any]:
+    """The numeric options of ``parsed`` that it sets, each converted by its ``converters`` type.
+
+    Raises :class:`ConfigError` naming the spec and the option when a value is not a number.
+    """
+    out: dict[str, Any] = {}
+    for key, convert in converters.items():
+        if key in parsed.options:
+            value = parsed.options[key]
+            try:
+                out[key] = convert(value)
+            except ValueError:
+                raise ConfigError(
+                    f"{parsed.kind}:{parsed.target}: option {key}={value!r} is not a number"
+                ) from None
+    return out
+
+
 def _vllm(parsed: PolicySpec, name: str | None, dtype: str | None) -> Policy:
     from llm_marl.policies.vllm import VLLMPolicy
 
     opts = parsed.options
     config: dict[str, Any] = {"dtype": opts.get("dtype", dtype)}
-    for key, convert in (("max_model_len", int), ("gpu_memory_utilization", float)):
-        if key in opts:
-            try:
-                config[key] = convert(opts[key])
-            except ValueError:
-                raise ConfigError(
-                    f"vllm:{parsed.target}: option {key}={opts[key]!r} is not a number"
-                ) from None
+    config.update(_numbers(parsed, max_model_len=int, gpu_memory_utilization=float))
     try:
         return VLLMPolicy.from_path(parsed.target, adapter=opts.get("adapter"), name=name, **config)
     except ImportError as err:

@@ -37,9 +37,11 @@ from llm_marl.policies.base import (
     SamplingParams,
     TokenContext,
     TrainablePolicy,
+    call_seed,
 )
 from llm_marl.policies.chat import ChatTokenizer
 from llm_marl.policies.logprob import chunked_logprobs, full_logits_logprobs, split_lm_head
+from llm_marl.tools.files import replace_dir
 
 if TYPE_CHECKING:
     import torch
@@ -420,8 +422,8 @@ class HFPolicy:
         if not prompts:
             return []
         if self.generation_engine is not None:
-            if sampling.seed is None:  # this policy's generator decides, as below
-                sampling = dataclasses.replace(sampling, seed=self._rng.randrange(2**63))
+            # The engine gets the seed this policy's generator decides, as _generate_ids does.
+            sampling = dataclasses.replace(sampling, seed=call_seed(sampling, self._rng))
             generated = self.generation_engine.generate_ids(self, prompts, sampling)
         else:
             generated = self._generate_ids(prompts, sampling)
@@ -473,7 +475,7 @@ class HFPolicy:
         if sampling.stop:
             config.stop_strings = list(sampling.stop)
             kwargs["tokenizer"] = self.tokenizer  # StopStringCriteria needs it
-        seed = sampling.seed if sampling.seed is not None else self._rng.randrange(2**63)
+        seed = call_seed(sampling, self._rng)
         devices = [device.index or 0] if device.type == "cuda" else []
         base = self._base
         with self._state.lock:
@@ -654,11 +656,7 @@ class HFPolicy:
                 else:
                     self.model.save_pretrained(str(tmp))
                     self.tokenizer.save_pretrained(str(tmp))
-            if out.exists():
-                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-                os.replace(out, old / "d")
-                shutil.rmtree(old, ignore_errors=True)
-            os.replace(tmp, out)
+            replace_dir(tmp, out)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 

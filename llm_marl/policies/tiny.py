@@ -25,6 +25,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypedDict
 
+from llm_marl.tools.files import replace_dir
+
 TINY_LM_VERSION = 1
 """Bump when the build recipe changes, so that cached directories are rebuilt."""
 
@@ -302,13 +304,9 @@ def build_tiny_lm(
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         (tmp / ARGS_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
-        if out.exists():
-            if _read_record(out) == record:  # another process finished first
-                return str(path)
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-            os.replace(out, old / "d")
-            shutil.rmtree(old, ignore_errors=True)
-        os.replace(tmp, out)
+        if out.exists() and _read_record(out) == record:  # another process finished first
+            return str(path)
+        replace_dir(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return str(path)

@@ -64,7 +64,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llm_marl.errors import ConfigError
-from llm_marl.policies.base import Completion, Conversation, SamplingParams, TokenContext
+from llm_marl.policies.base import (
+    Completion,
+    Conversation,
+    SamplingParams,
+    TokenContext,
+    call_seed,
+)
 from llm_marl.policies.chat import ChatTokenizer
 
 if TYPE_CHECKING:
@@ -551,7 +557,7 @@ class VLLMPolicy:
             # Text is decoded by ChatTokenizer; vLLM needs it only to find stop strings.
             detokenize=bool(sampling.stop),
         )
-        seed = sampling.seed if sampling.seed is not None else self._rng.randrange(2**63)
+        seed = call_seed(sampling, self._rng)
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
         with self._lock, torch.random.fork_rng(devices=_cuda_devices()), self._threads():
             self._check_open()

@@ -208,3 +208,25 @@ def test_workers_go_away_when_the_host_is_killed(bwrap_ready):
     while time.monotonic() < deadline and any(_running(pid) for pid in pids):
         time.sleep(0.05)
     assert not any(_running(pid) for pid in pids)
+
+
+def test_close_quietly_closes_every_end_skips_none_and_survives_a_broken_one():
+    """A worker's release closes all its channel ends even when one of them is broken."""
+    from llm_marl.tools.sandbox.pool import close_quietly
+
+    class Broken:
+        def close(self) -> None:
+            raise BrokenPipeError("the worker died with data unread")
+
+    r, w = os.pipe()
+    reader, writer = os.fdopen(r, "rb"), os.fdopen(w, "wb")
+    close_quietly(Broken(), None, reader, writer)
+    assert reader.closed and writer.closed
+    close_quietly(reader, writer)  # idempotent: already closed ends are fine
+
+    class Wrong:
+        def close(self) -> None:
+            raise ValueError("not an OSError: a bug, not a dead worker")
+
+    with pytest.raises(ValueError):
+        close_quietly(Wrong())

@@ -25,23 +25,29 @@ _MAX_BINOM = 20_000
 INF = complex(math.inf, 0)
 
 
+def _children(node: tuple) -> tuple:
+    """The sub-expressions of one node (none for leaves: ``num``, ``const``, ``sym``, ...)."""
+    tag = node[0]
+    if tag in ("add", "mul"):
+        return tuple(node[1])
+    if tag in ("neg", "fact", "pct"):
+        return (node[1],)
+    if tag in ("div", "pow", "root", "binom"):
+        return (node[1], node[2])
+    if tag == "fn":
+        return tuple(node[2])
+    return ()
+
+
 def free_symbols(node: tuple) -> frozenset[str]:
     """Names of the ``sym`` leaves of an expression."""
     out: set[str] = set()
     stack = [node]
     while stack:
         n = stack.pop()
-        tag = n[0]
-        if tag == "sym":
+        if n[0] == "sym":
             out.add(n[1])
-        elif tag in ("add", "mul"):
-            stack.extend(n[1])
-        elif tag in ("neg", "fact", "pct"):
-            stack.append(n[1])
-        elif tag in ("div", "pow", "root", "binom"):
-            stack.extend((n[1], n[2]))
-        elif tag == "fn":
-            stack.extend(n[2])
+        stack.extend(_children(n))
     return frozenset(out)
 
 
@@ -56,14 +62,7 @@ def needs_integer_points(node: tuple) -> bool:
         )
         if integral and free_symbols(n):
             return True
-        if tag in ("add", "mul"):
-            stack.extend(n[1])
-        elif tag in ("neg", "fact", "pct"):
-            stack.append(n[1])
-        elif tag in ("div", "pow", "root", "binom"):
-            stack.extend((n[1], n[2]))
-        elif tag == "fn":
-            stack.extend(n[2])
+        stack.extend(_children(n))
     return False
 
 
@@ -121,26 +120,18 @@ def exact(node: tuple) -> Fraction | None:
     tag = node[0]
     if tag == "num":
         return node[1]
-    if tag == "add":
-        total = Fraction(0)
+    if tag in ("add", "mul"):
+        # Sum or product of the terms; every partial result is size-checked, so that a long
+        # product of big numbers gives up before it costs more than the bound.
+        acc = Fraction(0) if tag == "add" else Fraction(1)
         for t in node[1]:
             v = exact(t)
             if v is None:
                 return None
-            total += v
-            if _bits(total) > _MAX_POW_BITS:
+            acc = acc + v if tag == "add" else acc * v
+            if _bits(acc) > _MAX_POW_BITS:
                 return None
-        return total
-    if tag == "mul":
-        prod = Fraction(1)
-        for t in node[1]:
-            v = exact(t)
-            if v is None:
-                return None
-            prod *= v
-            if _bits(prod) > _MAX_POW_BITS:
-                return None
-        return prod
+        return acc
     if tag == "neg":
         v = exact(node[1])
         return None if v is None else -v
@@ -243,22 +234,14 @@ def _approx(node: tuple, env: dict[str, complex]) -> complex | None:
         return {"pi": complex(math.pi), "e": complex(math.e), "i": 1j, "inf": INF}[node[1]]
     if tag == "sym":
         return env.get(node[1])
-    if tag == "add":
-        total = 0j
+    if tag in ("add", "mul"):
+        acc = 0j if tag == "add" else 1 + 0j
         for t in node[1]:
             v = _approx(t, env)
             if v is None:
                 return None
-            total += v
-        return total
-    if tag == "mul":
-        prod = 1 + 0j
-        for t in node[1]:
-            v = _approx(t, env)
-            if v is None:
-                return None
-            prod = _mul(prod, v)
-        return prod
+            acc = acc + v if tag == "add" else _mul(acc, v)
+        return acc
     if tag == "neg":
         v = _approx(node[1], env)
         return None if v is None else -v

@@ -29,7 +29,14 @@ from typing import Any
 from llm_marl.tools.sandbox.base import JOB_OVERHEAD_MB, Limits, SandboxUnavailableError
 from llm_marl.tools.sandbox.harness import SCRATCH_MAX_INODES
 from llm_marl.tools.sandbox.image import DEFAULT_IMAGE, docker_client
-from llm_marl.tools.sandbox.pool import HARNESS_SOURCE, PooledSandbox, Worker, WorkerDied, logger
+from llm_marl.tools.sandbox.pool import (
+    HARNESS_SOURCE,
+    PooledSandbox,
+    Worker,
+    WorkerDied,
+    close_quietly,
+    logger,
+)
 
 OWNER_LABEL = "org.llm-marl.sandbox.owner"
 _STDOUT, _STDERR = 1, 2
@@ -156,12 +163,7 @@ class DockerWorker(Worker):
             logger.debug("removing sandbox container failed: %s", e)
 
     def _release(self) -> None:
-        for closeable in (self._sock, self._sock_holder):
-            try:
-                if closeable is not None:
-                    closeable.close()
-            except OSError:
-                pass
+        close_quietly(self._sock, self._sock_holder)
 
 
 def _missing_image_message(image: str) -> str:

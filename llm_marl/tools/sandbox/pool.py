@@ -169,6 +169,20 @@ class Worker(PoolWorker):
                 self._release()
 
 
+def close_quietly(*ends: Any) -> None:
+    """Close each of a worker's channel ends (sockets, pipe files) that is not None.
+
+    ``OSError`` is ignored: the end may already be closed or broken (the worker died), and a
+    worker being released must free everything else it holds all the same.
+    """
+    for end in ends:
+        try:
+            if end is not None:
+                end.close()
+        except OSError:
+            pass
+
+
 class FdChannelMixin:
     """``_send``/``_recv`` over a pair of pipe file descriptors (non-blocking, with deadlines)."""
 

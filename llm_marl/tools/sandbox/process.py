@@ -62,6 +62,7 @@ from llm_marl.tools.sandbox.pool import (
     PooledSandbox,
     Worker,
     WorkerDied,
+    close_quietly,
     logger,
 )
 from llm_marl.tools.workers import popen
@@ -377,12 +378,7 @@ class ProcessWorker(FdChannelMixin, Worker):
     def _release(self) -> None:
         proc = self._proc if hasattr(self, "_proc") else None
         if proc is not None:
-            for stream in (proc.stdin, proc.stdout):
-                try:
-                    if stream is not None:
-                        stream.close()
-                except OSError:
-                    pass
+            close_quietly(proc.stdin, proc.stdout)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
         self._cleanup_files()

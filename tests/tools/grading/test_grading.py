@@ -505,3 +505,42 @@ def test_thread_safety_matches_serial_results():
         results = list(ex.map(run, [0, 17, 53, 91]))
     for res in results:
         assert res == serial
+
+
+def test_expression_walks_reach_every_kind_of_node():
+    """free_symbols / needs_integer_points see symbols under every operator, and exact()/approx()
+    fold sums and products (with the size guard on every partial product)."""
+    from llm_marl.tools.grading.numeric import approx, exact, free_symbols, needs_integer_points
+    from llm_marl.tools.grading.parse import parse_expression
+
+    cases = {
+        "x+y": {"x", "y"},
+        "-x": {"x"},
+        r"\frac{x}{2}": {"x"},
+        "x^{y}": {"x", "y"},
+        r"\sqrt[n]{x}": {"n", "x"},
+        r"\sin(x)": {"x"},
+        "2xy": {"x", "y"},
+        "3": set(),
+        r"\pi": set(),
+    }
+    for text, symbols in cases.items():
+        assert free_symbols(parse_expression(text)) == symbols, text
+    for text, integral in {
+        "n!": True,
+        "(n+1)!": True,
+        r"\binom{n}{2}": True,
+        r"\lfloor x \rfloor": True,
+        "5!+x": False,
+        r"\sin(x)+x^2": False,
+    }.items():
+        assert needs_integer_points(parse_expression(text)) is integral, text
+    assert exact(parse_expression("1+2+3")) == 6
+    assert exact(parse_expression(r"\frac{1}{2}\cdot\frac{2}{3}\cdot 3")) == 1
+    assert exact(parse_expression("x+1")) is None
+    assert approx(parse_expression("x+2x"), {"x": 2 + 0j}) == 6
+    assert approx(parse_expression("2xy"), {"x": 3 + 0j, "y": 1j}) == 6j
+    # A product whose partial results outgrow the bound gives up instead of computing on.
+    assert exact(parse_expression(r"2^{40000}\cdot 2^{40000}")) == 2**80000
+    assert exact(parse_expression(r"2^{40000}\cdot 2^{40000}\cdot 2^{40000}")) is None
+    assert exact(parse_expression("2^{30000}+2^{30000}")) == 2**30001
