@@ -31,6 +31,7 @@ from typing import Any
 from llm_marl.errors import DataError
 from llm_marl.eval.metrics import Record
 from llm_marl.rollout.types import Episode
+from llm_marl.tools.jsonl import iter_objects
 
 # Final-info keys the record stores elsewhere (or that carry nothing at the end of an episode).
 _INFO_KEYS_IN_RECORD = frozenset(
@@ -137,21 +138,8 @@ def read_episodes(path: str | os.PathLike[str]) -> list[Record]:
 
 
 def _iter_records(path: Path) -> Iterator[Record]:
-    try:
-        handle = path.open(encoding="utf-8")
-    except OSError as err:
-        raise DataError(f"cannot read episodes file {path}: {err}") from err
-    with handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(f"{path}:{number}: not JSON ({err})") from err
-            if not isinstance(record, dict):
-                raise DataError(f"{path}:{number}: a record must be a JSON object")
-            missing = [k for k in REQUIRED_KEYS if k not in record]
-            if missing:
-                raise DataError(f"{path}:{number}: record lacks {missing}")
-            yield record
+    for number, record in iter_objects(path, "episodes file"):
+        missing = [k for k in REQUIRED_KEYS if k not in record]
+        if missing:
+            raise DataError(f"{path}:{number}: record lacks {missing}")
+        yield record

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_marl.errors import CheckpointError
+from llm_marl.tools.files import replace_dir
 
 CHECKPOINT_DIR = "checkpoints"
 LATEST = "latest"
@@ -174,11 +175,7 @@ def _save(
         torch.save(rng_state(), tmp / "rng.pt")
         meta = {"step": int(step), "policies": keys, **dict(extra or {})}
         _write_text(tmp / TRAINER_FILE, json.dumps(meta, indent=2, default=str))
-        if final.exists():  # re-saving a step (e.g. after a resume): replace it
-            trash = Path(tempfile.mkdtemp(prefix=f".{name}.old.", dir=root))
-            os.replace(final, trash / "d")
-            shutil.rmtree(trash, ignore_errors=True)
-        os.replace(tmp, final)
+        replace_dir(tmp, final)  # re-saving a step (e.g. after a resume) replaces it
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final

@@ -320,7 +320,7 @@ def test_records_survive_a_crash_and_bad_files_are_named(tmp_path):
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text(path.read_text() + "{not json\n")
-    with pytest.raises(Exception, match=r"bad\.jsonl:5: not JSON"):
+    with pytest.raises(Exception, match=r"bad\.jsonl:5: not valid JSON"):
         read_episodes(bad)
     bad.write_text(json.dumps({"benchmark": "x"}) + "\n")
     with pytest.raises(Exception, match=r"bad\.jsonl:1: record lacks"):

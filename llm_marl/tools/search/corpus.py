@@ -14,12 +14,12 @@ paragraphs that come with one question).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from llm_marl.errors import DataError
+from llm_marl.tools.jsonl import iter_objects
 
 __all__ = ["Document", "check_documents", "corpus_fingerprint", "load_corpus", "with_urls"]
 
@@ -60,35 +60,23 @@ def load_corpus(path: str | Path) -> list[Document]:
         DataError: The file is missing, a line is not a JSON object, ``text`` is missing or not
             a string, an id repeats, or the file holds no document at all.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"corpus file {path} does not exist")
     docs: list[Document] = []
     seen: set[str] = set()
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{where}: not valid JSON ({e})") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{where}: each line must be a JSON object")
-            text = row.get("text")
-            if not isinstance(text, str):
-                raise DataError(f"{where}: needs a string 'text' field")
-            title = row.get("title", "")
-            url = row.get("url", "")
-            if not isinstance(title, str) or not isinstance(url, str):
-                raise DataError(f"{where}: 'title' and 'url' must be strings")
-            doc_id = str(row.get("id", number - 1))
-            if doc_id in seen:
-                raise DataError(f"{where}: id {doc_id!r} appears twice; ids must be unique")
-            seen.add(doc_id)
-            groups = _groups(row.get("groups", row.get("group")), where)
-            docs.append(Document(id=doc_id, title=title, text=text, url=url, groups=groups))
+    for number, row in iter_objects(path, "corpus file"):
+        where = f"{path}:{number}"
+        text = row.get("text")
+        if not isinstance(text, str):
+            raise DataError(f"{where}: needs a string 'text' field")
+        title = row.get("title", "")
+        url = row.get("url", "")
+        if not isinstance(title, str) or not isinstance(url, str):
+            raise DataError(f"{where}: 'title' and 'url' must be strings")
+        doc_id = str(row.get("id", number - 1))
+        if doc_id in seen:
+            raise DataError(f"{where}: id {doc_id!r} appears twice; ids must be unique")
+        seen.add(doc_id)
+        groups = _groups(row.get("groups", row.get("group")), where)
+        docs.append(Document(id=doc_id, title=title, text=text, url=url, groups=groups))
     if not docs:
         raise DataError(f"corpus file {path} holds no document")
     return docs
