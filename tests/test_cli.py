@@ -175,3 +175,12 @@ def test_random_play_on_toy_envs_is_valid(env_id, capsys):
         rewards.append(float(out.split("team reward ")[1].split(",")[0]))
     chance = llm_marl.make(env_id).unwrapped.chance_level()
     assert abs(sum(rewards) / len(rewards) - chance) < 0.12
+
+
+def test_a_preset_name_longer_than_its_column_does_not_run_into_its_summary(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--algo", "magrpo", "--help"])
+    lines = capsys.readouterr().out.splitlines()
+    row = next(i for i, line in enumerate(lines) if "magrpo-coop-humaneval-clipped" in line)
+    assert lines[row].strip() == "magrpo-coop-humaneval-clipped"
+    assert lines[row + 1].strip().startswith("magrpo-coop-humaneval with")

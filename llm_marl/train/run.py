@@ -222,6 +222,13 @@ def _preset_or_none(algo: str, name: str | None, env: str | None) -> Preset | No
         return None
 
 
+def _listed(mark: str, name: str, summary: str, width: int = 24) -> str:
+    """One ``name  summary`` row; a name too long for its column puts the summary below it."""
+    if len(name) < width - 1:
+        return f"{mark}{name:<{width}}{summary}"
+    return f"{mark}{name}\n{' ' * (len(mark) + width)}{summary}"
+
+
 def _usage(algo: str | None, preset: Preset | None = None) -> str:
     lines = [
         "usage: llm-marl train [--algo NAME] [--preset NAME] [--config FILE] [--OPTION VALUE ...]",
@@ -235,13 +242,13 @@ def _usage(algo: str | None, preset: Preset | None = None) -> str:
         "algorithms (--algo):",
     ]
     for name in algorithm_names():
-        lines.append(f"  {name:<24}{get_algorithm(name).summary}")
+        lines.append(_listed("  ", name, get_algorithm(name).summary))
     if algo is not None:
         lines += ["", f"presets of {algo} (--preset; * this run's):"]
         presets = presets_for(algo)
         for p in presets:
             mark = "*" if preset is not None and p.name == preset.name else " "
-            lines.append(f"{mark} {p.name:<24}{p.summary}")
+            lines.append(_listed(f"{mark} ", p.name, p.summary))
         if not presets:
             lines.append("  none yet: pass --config FILE")
     return "\n".join(lines)
