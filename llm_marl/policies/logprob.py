@@ -76,6 +76,8 @@ class HeadSplit(NamedTuple):
         """
         import torch
 
+        if self.decoder.training and getattr(self.decoder, "gradient_checkpointing", False):
+            return None  # checkpointed layers neither fill nor read a cache
         batch, width = int(completions.shape[0]), int(completions.shape[1])
         p_len = int(prompt.shape[0])
         prompt_row = prompt.unsqueeze(0)
@@ -87,7 +89,9 @@ class HeadSplit(NamedTuple):
         )
         cache = getattr(out, "past_key_values", None)
         repeat = getattr(cache, "batch_repeat_interleave", None)
-        if not callable(repeat):
+        length = getattr(cache, "get_seq_length", None)
+        # A cache that does not hold the whole prompt (a layer that skipped it) cannot serve.
+        if not callable(repeat) or not callable(length) or length() != p_len:
             return None
         repeat(batch)
         ones = torch.ones(batch, p_len, dtype=completion_mask.dtype, device=prompt.device)

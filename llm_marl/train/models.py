@@ -64,6 +64,11 @@ class PoliciesConfig:
     """Weights dtype, e.g. ``bfloat16`` (default: float32 on CPU, the checkpoint's on GPU)."""
     threads: int | None = None
     """torch CPU threads (default: torch's choice)."""
+    gradient_checkpointing: bool = False
+    """Recompute the trainable models' activations in backward instead of keeping them
+    (transformers' ``gradient_checkpointing_enable``, non-reentrant): much less memory for long
+    sequences, about one more forward pass of compute. The update then encodes each row's
+    prompt itself (a checkpointed model keeps no key/value cache to share)."""
 
     def __post_init__(self) -> None:
         if self.lora_rank < 1:
@@ -165,6 +170,7 @@ def trainable_policies(
             target_modules="all-linear",
             task_type="CAUSAL_LM",
         )
+        _checkpointing(base, config)
         return HFPolicy.shared_lora(base, agents, lora, tokenizer=paths[agents[0]], seed=seed)
     policies = {}
     for i, agent in enumerate(built):
@@ -177,9 +183,28 @@ def trainable_policies(
             reference_model=_reference(paths[agent], config, device) if reference else None,
             seed=seed + i,
         )
+        _checkpointing(policies[agent].model, config)
     if config.share:
         return dict.fromkeys(agents, policies[agents[0]])
     return policies
+
+
+def _checkpointing(model: Any, config: PoliciesConfig) -> None:
+    """Turn on gradient checkpointing when the config asks for it."""
+    if not config.gradient_checkpointing:
+        return
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise ConfigError(
+            f"{type(model).__name__} does not support gradient checkpointing: set "
+            "policies.gradient_checkpointing=false"
+        )
+    # Non-reentrant: it needs no input that requires grad (LoRA's embeddings are frozen).
+    kwargs = {"use_reentrant": False}
+    # transformers 5 renamed it (the old name warns); older versions have only the old one.
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def _reference(path: str, config: PoliciesConfig, device: str) -> Any:

@@ -398,3 +398,19 @@ def test_rows_with_different_prompts_are_not_shared(tiny_lm_path):
         policy.parameters(),
         _weights([[9, 10], [11]]),
     )
+
+
+def test_a_checkpointed_model_in_training_mode_encodes_each_row_and_stays_exact(tiny_lm_path):
+    # Checkpointed layers neither fill nor read a key/value cache: sharing the prompt would
+    # silently drop it from the completions' context. The policy must encode each row instead.
+    policy = HFPolicy(tiny_lm_path, trainable=True, seed=0)
+    model = policy.model
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    policy.train()
+    prompts, comps = _group(int(model.config.vocab_size), seed=4)
+    lps = policy.sequence_logprobs(prompts, comps)
+    _assert_same(lps, _plain(model, prompts, comps, 1.0), policy.parameters(), _weights(comps))

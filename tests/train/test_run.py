@@ -157,3 +157,47 @@ def test_frozen_weights_notice_a_one_ulp_change_in_any_dtype(capsys):
     out = capsys.readouterr().out
     assert out.count("frozen actor weights bit-identical after training: True") == 2
     assert "learner" not in out
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_gradient_checkpointing_keeps_the_gradient(tmp_path, lora):
+    import torch
+
+    from llm_marl.algos.samples import Sample
+    from llm_marl.algos.update import PGConfig, make_optimizer, policy_gradient_update
+
+    grads, forwards = [], []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)
+        config = _config(
+            tmp_path / str(checkpointing), lora=lora, gradient_checkpointing=checkpointing
+        )
+        policy = build_policies(config)["left"]
+        model = policy.model
+        active = getattr(model, "is_activation_checkpointing", None)
+        assert (model.is_gradient_checkpointing if active is None else active) is checkpointing
+        # A checkpointed layer runs its forward again in backward: count its MLP's calls
+        # (module hooks stay outside transformers' checkpoint, so wrap forward itself).
+        mlp = model.get_decoder().layers[0].mlp
+        calls = []
+        mlp.forward = lambda *a, f=mlp.forward, out=calls, **k: out.append(1) or f(*a, **k)
+        policy.share_prompts = False  # the same passes in both runs
+        policy.train()
+        prompt = [5, 6, 7, 8]
+        samples = [
+            Sample(prompt, [9, 10, 11][: n + 1], [1] * (n + 1), [1.0 - n] * (n + 1), None)
+            for n in range(3)
+        ]
+        cfg = PGConfig(lr=1e-3, max_grad_norm=None)
+        optimizer, _ = make_optimizer(policy.parameters(), cfg)
+        params = [p for p in policy.parameters() if p.requires_grad]
+        hooks = [p.register_hook(lambda g, out=grads: out.append(g.clone())) for p in params[:3]]
+        policy_gradient_update(policy, optimizer, samples, cfg)
+        for hook in hooks:
+            hook.remove()
+        forwards.append(len(calls))
+    assert forwards[1] > forwards[0] > 0, forwards  # recomputed in backward
+    plain, checkpointed = grads[: len(grads) // 2], grads[len(grads) // 2 :]
+    assert plain and any(g.abs().sum() > 0 for g in plain)
+    for a, b in zip(plain, checkpointed):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
