@@ -15,8 +15,9 @@ Reported per benchmark, besides the mean reward and its components (one per lexi
 :mod:`llm_marl.envs.writing.lexical`): ``lexical`` (the paper's reward, guards aside), the share
 of answers a guard stopped (``guarded``), and, where the tasks have a gold TL;DR, ROUGE-1/2/L F1
 (``rouge1``, ``rouge2``, ``rougeL``; Lin 2004, the ``rouge-score`` package with stemming) of the
-concise part against it. ``embedding_scores`` adds the all-MiniLM-L6-v2 similarity of each
-answer to its source (``relevance``) and of its two parts (``redundancy``).
+concise part against it. When the env computed them (a reward weight on them), the
+all-MiniLM-L6-v2 similarity of each answer to its source (``relevance``) and of its two parts
+(``redundancy``); ``embedding_scores`` lists them even when no episode carries them.
 
 :class:`PolicyJudge` turns any frozen :class:`~llm_marl.policies.base.Policy` into the env's
 ``judge`` (the rubric is :data:`JUDGE_RUBRIC`).
@@ -232,11 +233,12 @@ def writing_metrics(records: list[Record], *, embedding_scores: bool = False) ->
             for k, v in rouge_scores(pred, ref).items():
                 sums[k] += v
         out.update({k: v / len(pairs) for k, v in sums.items()})
-    if embedding_scores:
-        rel = [float(i["relevance"]) for i in infos if "relevance" in i]
-        red = [float(i["redundancy"]) for i in infos if "redundancy" in i]
-        out["relevance"] = sum(rel) / len(rel) if rel else None
-        out["redundancy"] = sum(red) / len(red) if red else None
+    # The embedding similarities exist when the env computed them (a reward weight on them):
+    # reported whenever the episodes carry them, by writing_eval and the CLI alike.
+    for name in ("relevance", "redundancy"):
+        values = [float(i[name]) for i in infos if name in i]
+        if values or embedding_scores:
+            out[name] = sum(values) / len(values) if values else None
     return out
 
 
@@ -266,8 +268,4 @@ def writing_eval(
             (``guards``, ``reward`` weights...): with ``reward={"relevance_weight": ...}`` the
             embedding similarities are reported too.
     """
-    family = WRITING
-    weights = dict((options.get("env_kwargs") or {}).get("reward") or {})
-    if weights.get("relevance_weight") or weights.get("redundancy_weight"):
-        family = WritingFamily(embedding_scores=True)
-    return family.evaluate(policies, benchmarks, env_ids=env_ids, split=split, **options)
+    return WRITING.evaluate(policies, benchmarks, env_ids=env_ids, split=split, **options)

@@ -77,6 +77,21 @@ def test_rouge_against_the_gold_tldr():
     metrics = writing_metrics(records)
     assert metrics["rouge1"] == pytest.approx(1.0) and metrics["guarded"] == 0.0
     assert metrics["lexical"] == 2.5
+    assert "relevance" not in metrics  # no episode carries the embedding similarities
+
+
+def test_embedding_similarities_are_reported_whenever_the_episodes_carry_them():
+    # writing_eval and `llm-marl eval --family writing` read the same metrics: an env with a
+    # relevance weight records the similarities, and both report them without being asked.
+    records = [
+        {"infos": {"concise": {"lexical_reward": 1.0, "relevance": r, "redundancy": -r}}}
+        for r in (0.2, 0.6)
+    ]
+    metrics = writing_metrics(records)
+    assert metrics["relevance"] == pytest.approx(0.4)
+    assert metrics["redundancy"] == pytest.approx(-0.4)
+    asked = writing_metrics(records[:0], embedding_scores=True)
+    assert asked["relevance"] is None and asked["redundancy"] is None
 
 
 def test_policy_judge_reads_the_score_and_never_rewards_nonsense():
