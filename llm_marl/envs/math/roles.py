@@ -28,11 +28,13 @@ Action
     ``assigner``: any text; it is read line by line (:func:`parse_roles`). A line that starts
     with "Solver k" and a separator (``:``, ``.``, ``)``, ``-``), after optional markdown
     (``-``, ``*``, ``#``, ``>``, bold), starts solver k's role; the lines after it, up to the
-    next header, continue it. Text before the first header, headers of unknown solvers (and
-    their lines) and repeated headers are ignored. A role is cut to ``max_role_chars``
-    (default 1,000). A solver left without a role gets the release's default persona "You are
-    a careful mathematical reasoning agent." Solvers: the solution; the answer is the last
-    ``\\boxed{...}`` (see :func:`llm_marl.tools.grading.extract_answer`).
+    next header, continue it. Headers of unknown solvers (and their lines) and repeated
+    headers are ignored. A solver without a role of its own gets the text before the first
+    header (all of the text when there is no header: an unformatted assignment reaches every
+    solver as a shared role), or, when that is empty, the release's default persona "You are
+    a careful mathematical reasoning agent." Roles are cut to ``max_role_chars`` (default
+    1,000). Solvers: the solution; the answer is the last ``\\boxed{...}`` (see
+    :func:`llm_marl.tools.grading.extract_answer`).
 Observation
     Each agent's own chat, as above. A solver sees its own role only, never the other roles,
     the other solvers or the reference; the assigner sees nothing after its assignment.
@@ -42,14 +44,14 @@ Reward (joint, every agent, after phase 2; phase 1 gives 0)
     vote, a tie goes to the answer given first) or ``solver_1``'s (``aggregate="first"``, a
     designated final agent). Components: ``correct``, ``format``, ``solver_accuracy``,
     ``agreement`` (see :mod:`llm_marl.envs.math.team`) and ``roles_assigned`` (share of solvers
-    the assigner gave a role; not rewarded). Infos: see :mod:`llm_marl.envs.math.team`; the
+    the assigner gave a role of their own; not rewarded). Infos: see :mod:`llm_marl.envs.math.team`; the
     assigner's also hold ``roles`` (solver -> the role it was given) and ``malformed`` (some
-    solver got no role). ``format_weight``, ``require_boxed`` and ``grading_timeout`` as in
+    solver got no role of its own). ``format_weight``, ``require_boxed`` and ``grading_timeout`` as in
     :mod:`llm_marl.envs.math.env`.
 Chance level
-    A math answer is not guessed: an assigner that writes no usable role leaves the frozen
-    team with the default persona, and the reward is that team's accuracy; the assigner is
-    worth what its roles add to it.
+    A math answer is not guessed: an assigner whose text says nothing useful leaves the reward
+    at the frozen team's own accuracy (with the default persona, about that of
+    ``math_single-v0`` per solver); the assigner is worth what its roles add to it.
 Datasets
     As every math env: ``dataset=`` (``math500``, ``aime24``, ``amc23``, ``minerva_math``,
     ``olympiadbench``, ``gsm8k``, ``math_level3to5``, a file or a Hugging Face id; default the
@@ -118,14 +120,17 @@ _MARKUP = " \t>*#-\u2022"
 """Markdown a header may start with (spaces, quote, bold/bullet stars, heading, dash, bullet)."""
 
 
-def parse_roles(text: str, num_solvers: int, max_chars: int = 1000) -> dict[int, str]:
-    """The roles in an assignment: solver number (1-based) -> role text, for those it names.
+def parse_roles(text: str, num_solvers: int, max_chars: int = 1000) -> tuple[dict[int, str], str]:
+    """The roles in an assignment: ``(roles, shared)``.
 
-    Line by line, in linear time (see the module docstring for the format). Empty roles are
-    dropped; each role is cut to ``max_chars`` characters.
+    ``roles`` maps a solver number (1-based) to its own role, for the solvers the text names;
+    ``shared`` is the text before the first header (all of it when there is no header), for
+    the solvers without a role of their own. Line by line, in linear time (see the module
+    docstring for the format). Empty roles are dropped; each text is cut to ``max_chars``.
     """
+    preamble: list[str] = []
     roles: dict[int, list[str]] = {}
-    current: list[str] | None = None
+    current: list[str] | None = preamble
     for line in text.splitlines():
         header = _header(line)
         if header is None:
@@ -136,12 +141,12 @@ def parse_roles(text: str, num_solvers: int, max_chars: int = 1000) -> dict[int,
         current = roles.setdefault(k, []) if 1 <= k <= num_solvers and k not in roles else None
         if current is not None:
             current.append(first)
-    out = {}
-    for k, lines in roles.items():
-        role = "\n".join(x for x in lines if x).strip()
-        if role:
-            out[k] = role[:max_chars]
-    return out
+    out = {k: role for k, lines in roles.items() if (role := _joined(lines, max_chars))}
+    return out, _joined(preamble, max_chars)
+
+
+def _joined(lines: list[str], max_chars: int) -> str:
+    return "\n".join(x for x in lines if x).strip()[:max_chars]
 
 
 def _header(line: str) -> tuple[int, str] | None:
@@ -234,10 +239,12 @@ class MathRolesEnv(MathTeamEnv):
 
     def transition(self, actions: dict[str, str]) -> Transition:
         if "assigner" in actions:
-            parsed = parse_roles(actions["assigner"], len(self.solvers), self.max_role_chars)
+            parsed, shared = parse_roles(
+                actions["assigner"], len(self.solvers), self.max_role_chars
+            )
             self._assigned = len(parsed)
             self._roles = {
-                solver: parsed.get(k, DEFAULT_PERSONA)
+                solver: parsed.get(k) or shared or DEFAULT_PERSONA
                 for k, solver in enumerate(self.solvers, start=1)
             }
             for solver, role in self._roles.items():

@@ -287,41 +287,51 @@ def test_bad_tasks_and_actions_are_refused():
 
 # ----------------------------------------------------------------------------- roles
 @pytest.mark.parametrize(
-    ("text", "expected"),
+    ("text", "expected", "shared"),
     [
-        ("Solver 1: algebra\nSolver 2: guess and check", {1: "algebra", 2: "guess and check"}),
+        ("Solver 1: algebra\nSolver 2: guess and check", {1: "algebra", 2: "guess and check"}, ""),
         (
             "- **Solver 1:** algebra\n* Solver 2 - check\n### solver 3) draw it",
             {1: "algebra", 2: "check", 3: "draw it"},
+            "",
         ),
         (
             "**Solver 2**: two\ncontinues here\n\nand here\nSolver 1. one",
             {1: "one", 2: "two\ncontinues here\nand here"},
+            "",
         ),
         (
-            "Plan for the team:\nSolver 1: a\nSolver 1: again\nSolver 9: nobody\nstill nobody",
+            "Plan for the team:\n\nSolver 1: a\nSolver 1: again\nSolver 9: nobody\nstill nobody",
             {1: "a"},
+            "Plan for the team:",
         ),
-        ("Solver #3 — dash", {3: "dash"}),
-        ("SOLVER 2:   ", {}),
-        ("no roles here at all", {}),
-        ("Solvers: everyone\nSolver one: x\nSolver 1234: x\nSolver 1 algebra", {}),
-        ("", {}),
+        ("Solver #3 — dash", {3: "dash"}, ""),
+        ("SOLVER 2:   ", {}, ""),
+        ("  no roles here at all  \n second line", {}, "no roles here at all\nsecond line"),
+        (
+            "Solvers: everyone\nSolver one: x\nSolver 1234: x\nSolver 1 algebra",
+            {},
+            "Solvers: everyone\nSolver one: x\nSolver 1234: x\nSolver 1 algebra",
+        ),
+        ("", {}, ""),
     ],
 )
-def test_parse_roles_reads_the_documented_format(text, expected):
-    assert parse_roles(text, 3) == expected
+def test_parse_roles_reads_the_documented_format(text, expected, shared):
+    assert parse_roles(text, 3) == (expected, shared)
 
 
 def test_parse_roles_caps_roles_and_stays_linear_on_hostile_text():
-    assert parse_roles("Solver 1: " + "x" * 5000, 2, max_chars=100) == {1: "x" * 100}
+    assert parse_roles("Solver 1: " + "x" * 5000, 2, max_chars=100) == ({1: "x" * 100}, "")
+    assert parse_roles("y" * 5000, 2, max_chars=100) == ({}, "y" * 100)
     # Shapes that make naive regexes backtrack; each is one pass here.
-    for hostile in (
+    hostile = [
         "*" * 200_000 + "Solver",
         "Solver " + "1" * 200_000,
         ("- " * 50_000 + "Solver 1\n") * 4,
-    ):
-        assert parse_roles(hostile, 3) == {}
+    ]
+    for text in hostile:
+        roles, _ = parse_roles(text, 3)
+        assert roles == {}
 
 
 def test_roles_phases_and_each_solver_sees_only_its_own_role():
@@ -347,6 +357,18 @@ def test_roles_phases_and_each_solver_sees_only_its_own_role():
     assigner = infos["assigner"]
     assert assigner["roles"]["solver_1"] == "ROLE-ONE" and assigner["malformed"] is True
     assert assigner["reward_components"]["roles_assigned"] == pytest.approx(2 / 3)
+
+
+def test_an_assignment_without_headers_reaches_every_solver_as_a_shared_role():
+    env = MathRolesEnv(num_solvers=3)
+    env.reset(seed=0, options={"task_id": SOLVE_X})
+    obs, _, _, _, infos = env.step({"assigner": "Team: check each step.\nSolver 2: GUESS"})
+    assert obs["solver_1"][0]["content"].startswith("Team: check each step.\nPlease reason")
+    assert obs["solver_3"][0]["content"].startswith("Team: check each step.\n")
+    assert obs["solver_2"][0]["content"].startswith("GUESS\n")
+    env.reset(seed=0, options={"task_id": SOLVE_X})
+    obs, *_ = env.step({"assigner": "   "})
+    assert obs["solver_1"][0]["content"].startswith("You are a careful mathematical reasoning")
 
 
 def test_roles_wrong_team_answer_scores_0():
