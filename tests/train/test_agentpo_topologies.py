@@ -87,3 +87,37 @@ def test_agentpo_run_trains_the_collaborator_and_leaves_the_frozen_solvers_bit_i
     # run() fingerprints every frozen local model before training and raises if one changed.
     printed = capsys.readouterr().out
     assert f"frozen {solvers}_2 weights bit-identical after training: True" in printed
+
+
+def test_one_frozen_model_can_play_every_debater_as_in_the_release(tmp_path):
+    # The release's debaters are N calls of one frozen actor model: one policy object for all.
+    from llm_marl.algos import AgentPO, AgentPOConfig
+    from llm_marl.policies import HFPolicy, SamplingParams, build_tiny_lm
+    from llm_marl.train import FrozenWeights
+    from llm_marl.train.trainer import Trainer, TrainerConfig
+
+    path = build_tiny_lm(tmp_path / "lm", seed=0, num_layers=1)
+    actor = HFPolicy(path, trainable=False, name="actor", seed=0)
+    coordinator = HFPolicy(path, trainable=True, name="coordinator", seed=1)
+    policies = {"coordinator": coordinator, "debater_1": actor, "debater_2": actor}
+    config = TrainerConfig(
+        env="math_debate-v0",
+        env_kwargs={"num_debaters": 2, "rounds": 1, "tasks": TASKS},
+        eval_env_kwargs={"num_debaters": 2, "rounds": 1, "tasks": EVAL_TASKS},
+        steps=1,
+        tasks_per_step=2,
+        group_size=2,
+        sampling=SamplingParams(max_new_tokens=3, temperature=1.0),
+        output_dir=str(tmp_path / "run"),
+        eval_at_start=False,
+        progress=False,
+        console=False,
+        plot=False,
+    )
+    guard = FrozenWeights(policies)
+    trainer = Trainer(AgentPO(AgentPOConfig(lr=1e-2, warmup_steps=0)), policies, config)
+    result = trainer.train()
+    guard.verify(report=False)
+    assert result.history[0]["coordinator/num_samples"] == 4  # only the coordinator learns
+    assert result.history[0]["episodes"] == 4
+    assert result.history[0]["coordinator/optimizer_steps"] > 0

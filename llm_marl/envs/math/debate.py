@@ -72,11 +72,17 @@ Prompts
     :data:`DEBATE_PROMPTS`. An empty system prompt sends none. Ours: the release writes the
     persona line and the prompts in Python code; here they are templates.
 
-Training: AgentPO with ``coordinator`` trainable and every debater frozen, e.g.
-``llm-marl train --algo agentpo --preset agentpo-math-hint --env math_debate-v0
---algorithm.collaborator coordinator --policies.frozen.debater_1 ...`` (one frozen spec per
-debater; per-agent sampling: the release decodes debaters greedily, ``temperature=0``, with
-``max_tokens=2048``). Or fold the debaters into the env with
+Training: AgentPO with ``coordinator`` trainable and the debaters frozen. As in the release, one
+frozen model can play every debater (one policy object for all; collect batches their
+requests)::
+
+    policies = {"coordinator": HFPolicy(collab_path, trainable=True),
+                **dict.fromkeys(["debater_1", "debater_2", "debater_3"], frozen_actor)}
+    Trainer(AgentPO(), policies, TrainerConfig(env="math_debate-v0", ...)).train()
+
+The release decodes the debaters greedily (``temperature=0``, ``max_tokens=2048``): give them
+that per-agent ``sampling``. From a run config, name each debater in ``policies.frozen``. No
+paper preset covers this topology yet. Or fold the debaters into the env with
 :class:`~llm_marl.rollout.FrozenAgents`.
 
 >>> import llm_marl

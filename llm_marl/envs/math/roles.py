@@ -63,9 +63,9 @@ Prompts
     ``solver_user`` (``{problem}``, ``{role}``) overrides :data:`ROLES_PROMPTS`. An empty
     system prompt sends none.
 
-Training: AgentPO with ``assigner`` trainable and every solver frozen (``--algorithm.collaborator
-assigner --policies.frozen.solver_1 ...``), or fold the solvers into the env with
-:class:`~llm_marl.rollout.FrozenAgents`.
+Training: AgentPO with ``assigner`` trainable and the solvers frozen (one frozen model may play
+every solver: one policy object for all), as for ``math_debate-v0``; no paper preset covers
+this topology. Or fold the solvers into the env with :class:`~llm_marl.rollout.FrozenAgents`.
 
 >>> import llm_marl
 >>> env = llm_marl.make("math_roles-v0", num_solvers=2)
