@@ -1,7 +1,9 @@
 """Default prompts of the math envs (AgentPO's) and the small template language that fills them.
 
 Every env role has a *system* prompt and a *user* template. Templates hold placeholders in braces,
-``{problem}``, ``{hint}``, ``{draft}`` and ``{critique}``; any other brace is literal text, so
+``{problem}``, ``{hint}``, ``{draft}``, ``{critique}`` (and, in the team envs, ``{guide}``,
+``{persona}``, ``{previous}``, ``{peers}``, ``{round}``, ``{role}``, ``{solvers}``: see
+:data:`PLACEHOLDERS`); any other brace is literal text, so
 ``\\boxed{}`` needs no escaping. Filling is a single pass: a problem that itself contains
 ``{hint}`` is never expanded twice. An empty system prompt means "send no system message" (for
 chat templates that have no system role).
@@ -29,8 +31,21 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from types import MappingProxyType
 
-PLACEHOLDERS = ("problem", "hint", "draft", "critique")
-"""Names that templates may use."""
+PLACEHOLDERS = (
+    "problem",
+    "hint",
+    "draft",
+    "critique",
+    # the team envs (math_debate-v0, math_roles-v0)
+    "guide",
+    "persona",
+    "previous",
+    "peers",
+    "round",
+    "role",
+    "solvers",
+)
+"""Names that templates may use (each env says which of them each of its prompts may use)."""
 
 _PLACEHOLDER_RE = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 
