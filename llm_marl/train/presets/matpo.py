@@ -7,8 +7,10 @@ clip 0.2 / 0.2, dual-clip 3.0, weight decay 0.01, no KL, token-mean; see
 
 * ``toy-delegation`` (default): ``delegation_toy-v0`` on CPU with one tiny LM -- the task asks
   the planner to delegate and the worker to look the key up. Toy learning rate, no weight decay,
-  a KL anchor to the format-tuned start. These settings run end to end; a rise above chance
-  has not been measured for them yet.
+  a KL anchor to the format-tuned start (without it the planner stopped delegating while the
+  worker was still below chance). Measured on CPU, seed 0: team reward on the toy's 16 tasks
+  0.234 at the start (chance 0.25), 0.898 after 10 steps, 0.977 after 60
+  (``tests/algos/test_matpo_learning.py`` checks the first 12 steps).
 * ``matpo-paper``: the official ``examples/sglang_multiturn/qwen3-14b_musique_MATPO.sh`` with
   ``config/simpleqa_multiturn_rm_batch_grpo_agent.yaml`` (github.com/mzf666/MATPO): Qwen3-14B,
   256 questions x 8 rollouts per step, temperature 1.0, lr 1e-5, 15 epochs, at most 20 turns,
