@@ -100,3 +100,15 @@ def scripted_team() -> dict[str, SiblingPolicy]:
 
 TARGET_2 = {"task_id": "coordination/t=2", "target": 2}
 TARGET_1 = {"task_id": "coordination/t=1", "target": 1}
+
+
+class LengthRounds(RoundsCoordination):
+    """RoundsCoordination whose reward is the characters the two replies hold, over 10: a signal
+    that random-init tiny LMs vary on (they rarely write a digit)."""
+
+    metadata = {"name": "length_rounds-test"}
+
+    def transition(self, actions: dict[str, str]) -> Transition:
+        result = super().transition(actions)
+        result.reward = sum(len(text) for text in actions.values()) / 10
+        return result
