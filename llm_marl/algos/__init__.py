@@ -9,7 +9,7 @@
 * :class:`MATPO` — one policy playing planner and workers (design; lands with web search).
 
 The building blocks, each in its own module: :mod:`~llm_marl.algos.advantages` (group
-baselines, discounted returns), :mod:`~llm_marl.algos.samples` (token streams with per-token
+baselines, discounted returns, returns and sibling baselines on rollout trees), :mod:`~llm_marl.algos.samples` (token streams with per-token
 advantages), :mod:`~llm_marl.algos.losses` (the clipped surrogate, k3 KL, aggregation: tensor
 maths only) and :mod:`~llm_marl.algos.update` (the epochs x minibatches x micro-batches loop).
 """
@@ -18,6 +18,8 @@ from llm_marl.algos.advantages import (
     component_reward,
     discounted_returns,
     group_advantages,
+    tree_advantages,
+    tree_returns,
     turn_advantages,
     turn_returns,
 )
@@ -51,6 +53,8 @@ __all__ = [
     "policy_gradient_update",
     "trainable_policies",
     "trajectory_samples",
+    "tree_advantages",
+    "tree_returns",
     "turn_advantages",
     "turn_returns",
 ]

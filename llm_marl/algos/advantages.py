@@ -11,9 +11,12 @@ optionally divided by the group's standard deviation (``scale="std"``, GRPO's no
 unbiased estimator, as in TRL and verl) so that every task weighs the same whatever its reward
 spread. A group whose rewards are all equal carries no signal: its advantages are exactly zero.
 
-Multi-turn episodes credit each turn with its discounted return-to-go (:func:`turn_returns`, the
-one place returns are computed), and the baseline of turn ``t`` is taken over the group's returns
-at turn ``t`` (:func:`turn_advantages`).
+Multi-turn episodes credit each turn with its discounted return-to-go (:func:`turn_returns`),
+and the baseline of turn ``t`` is taken over the group's returns at turn ``t``
+(:func:`turn_advantages`). Rollout trees (:func:`llm_marl.rollout.tree.collect_tree`) credit each
+joint action with its reward plus the discounted mean return of its children
+(:func:`tree_returns`), and its baseline is taken over its siblings, the joint actions sampled
+from the same history (:func:`tree_advantages`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Literal
 
+from llm_marl.rollout.tree import RolloutTree, TreeNode
 from llm_marl.rollout.types import Episode
 
 Baseline = Literal["mean", "rloo", "none"]
@@ -162,4 +166,73 @@ def turn_advantages(
         adv = group_advantages([returns[e][k] for e in members], baseline, scale)
         for e, a in zip(members, adv):
             out[e][k] = a
+    return out
+
+
+NodeRewardFn = Callable[[TreeNode], float]
+"""Maps a joint action of a rollout tree to the reward to learn from (default: ``node.reward``)."""
+
+
+def node_reward(node: TreeNode) -> float:
+    """The joint reward of the node's step (the default :data:`NodeRewardFn`)."""
+    return float(node.reward)
+
+
+def leaf_component_reward(name: str) -> NodeRewardFn:
+    """A :data:`NodeRewardFn` that learns from one reward component, credited at the leaves
+    (the tree's counterpart of :func:`component_reward`). Raises if a leaf does not report it."""
+
+    def fn(node: TreeNode) -> float:
+        if node.children:
+            return 0.0
+        if name not in node.reward_components:
+            raise KeyError(
+                f"a leaf of the tree (step {node.depth}) has no reward component {name!r}; it "
+                f"reports {sorted(node.reward_components)}"
+            )
+        return float(node.reward_components[name])
+
+    return fn
+
+
+def tree_returns(
+    tree: RolloutTree, gamma: float = 1.0, reward_fn: NodeRewardFn = node_reward
+) -> dict[TreeNode, float]:
+    """The return of every joint action of ``tree``.
+
+    A leaf's return is its reward; an inner node's is ``reward + gamma * mean(children's
+    returns)`` (CoMLRL's ``compute_returns`` in ``MAGRPOTrainer._train_step_returns``; CoMLRL
+    1.4.3 leaves its ``discount`` unused, i.e. ``gamma = 1``). The mean over the ``G``
+    children estimates the value of the state the joint action led to.
+    """
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    returns: dict[TreeNode, float] = {}
+    for node in reversed(list(tree.nodes())):  # breadth-first, reversed: children first
+        value = float(reward_fn(node))
+        if node.children:
+            value += gamma * sum(returns[c] for c in node.children) / len(node.children)
+        returns[node] = value
+    return returns
+
+
+def tree_advantages(
+    tree: RolloutTree,
+    gamma: float = 1.0,
+    baseline: Baseline = "mean",
+    scale: Scale = "none",
+    reward_fn: NodeRewardFn = node_reward,
+) -> dict[TreeNode, float]:
+    """The advantage of every joint action of ``tree``: :func:`group_advantages` of the returns
+    of each sibling group (:meth:`~llm_marl.rollout.tree.RolloutTree.sibling_groups`).
+
+    With the joint reward this is MAGRPO's centralised baseline on a tree: every agent of a
+    joint action gets the same advantage, relative to the joint actions sampled from the same
+    history (CoMLRL: ``returns - returns.mean()`` per node, ``advantage_mode="mean"``).
+    """
+    returns = tree_returns(tree, gamma, reward_fn)
+    out: dict[TreeNode, float] = {}
+    for group in tree.sibling_groups():
+        advs = group_advantages([returns[n] for n in group], baseline, scale)
+        out.update(zip(group, advs))
     return out

@@ -3,9 +3,10 @@ policy-gradient family (:class:`PolicyGradientAlgorithm`).
 
 An algorithm is one small class: :meth:`Algorithm.setup` receives the policies once (build
 optimizers for the trainable ones there) and :meth:`Algorithm.update` receives each step's
-episodes and returns metrics. Everything else — collecting rollouts with
-:func:`llm_marl.rollout.collect`, dropping episodes whose infrastructure failed, logging,
-evaluating, checkpointing, resuming — is the job of :class:`llm_marl.train.Trainer`.
+episodes and returns metrics. Everything else — collecting rollouts (through
+:meth:`Algorithm.collect`, by default :func:`llm_marl.rollout.collect`), dropping episodes whose
+infrastructure failed, logging, evaluating, checkpointing, resuming — is the job of
+:class:`llm_marl.train.Trainer`.
 
 Frozen agents are policies with ``trainable=False`` (a local model, an ``OpenAIPolicy``, a
 ``ScriptedPolicy``): they play in every rollout, batched with the others, but get no optimizer
@@ -22,12 +23,14 @@ and advantages are built (:meth:`~PolicyGradientAlgorithm.build_samples`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from llm_marl.algos.samples import Sample
 from llm_marl.algos.update import PGConfig, make_optimizer, policy_gradient_update
 from llm_marl.policies.base import Policy, SamplingParams, TrainablePolicy
+from llm_marl.rollout.collect import EnvSource, collect
+from llm_marl.rollout.tree import RolloutTree
 from llm_marl.rollout.types import Episode
 
 if TYPE_CHECKING:
@@ -92,9 +95,41 @@ class Algorithm(ABC):
         self.trainable = {a: p for a, p in policies.items() if getattr(p, "trainable", False)}
         self.sampling = dict(sampling)
 
+    def collect(
+        self,
+        env: EnvSource,
+        tasks: Sequence[dict[str, Any]],
+        *,
+        group_size: int,
+        sampling: Mapping[str, SamplingParams],
+        seed: int | None,
+        **options: Any,
+    ) -> list[Episode] | list[RolloutTree]:
+        """Play one training step's rollouts with :attr:`policies` (the Trainer calls this).
+
+        Default: :func:`~llm_marl.rollout.collect`, ``group_size`` independent episodes per
+        task. An algorithm that rolls out another way overrides it (MAGRPO's tree mode returns
+        :class:`~llm_marl.rollout.tree.RolloutTree` s); :meth:`update` then receives what this
+        returned, less the failed ones (``.ok`` false). ``options`` are ``collect``'s keyword
+        options (``env_kwargs``, ``progress``, ``max_workers``). Evaluation never goes through
+        this: it always plays linear episodes.
+        """
+        return collect(
+            env,
+            self.policies,
+            tasks,
+            group_size=group_size,
+            sampling=sampling,
+            seed=seed,
+            **options,
+        )
+
     @abstractmethod
     def update(self, episodes: list[Episode]) -> dict[str, float]:
-        """Learn from one step's episodes (errored episodes are already removed); return metrics."""
+        """Learn from one step's episodes (errored episodes are already removed); return metrics.
+
+        An algorithm whose :meth:`collect` returns other rollouts receives those instead.
+        """
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume (optimizer states, counters). Default: nothing."""

@@ -14,6 +14,16 @@ rollout plays ``G`` episodes (:func:`llm_marl.rollout.collect` with ``group_size
   ``A_g = R_g - mean_{g'} R_{g'}`` (optionally divided by the group std); multi-turn episodes use
   each turn's discounted return-to-go and a baseline per turn index
   (:func:`~llm_marl.algos.advantages.turn_advantages`).
+* **Two multi-turn rollouts.** ``rollout="linear"`` (the default) plays ``G`` independent
+  episodes per task; turn ``t``'s baseline is then over episodes whose histories differ (valid,
+  but noisier). ``rollout="tree"`` is CoMLRL's: every joint action branches into ``G`` children
+  (:func:`~llm_marl.rollout.tree.collect_tree`, ``G`` = the Trainer's ``group_size``), a joint
+  action's return is its reward plus ``gamma`` times the mean return of its children, and its
+  baseline is over its siblings, the ``G`` joint actions sampled from the same history
+  (:func:`~llm_marl.algos.advantages.tree_advantages`). Each agent's turn at each node of the
+  tree is one sample whose prompt is that node's history. ``tree_depth`` caps the depth
+  (CoMLRL's ``num_turns``) and ``early_stop`` leaves a sibling group unexpanded when its mean
+  reward is above it (CoMLRL's ``early_termination_threshold``).
 * **Decentralised actors.** Each trainable agent keeps its own optimizer and is updated with the
   clipped policy-gradient loss on its own tokens
   (:func:`~llm_marl.algos.update.policy_gradient_update`, run by
@@ -30,22 +40,32 @@ Usage::
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar, Literal, cast
 
 from llm_marl.algos.advantages import (
     Baseline,
     Scale,
     check_baseline,
     component_reward,
+    leaf_component_reward,
+    node_reward,
     step_rewards,
+    tree_advantages,
     turn_advantages,
 )
 from llm_marl.algos.base import PolicyGradientAlgorithm
 from llm_marl.algos.losses import Aggregation
 from llm_marl.algos.samples import Sample, trajectory_samples
 from llm_marl.algos.update import PGConfig
-from llm_marl.rollout.types import Episode, group_episodes
+from llm_marl.policies.base import SamplingParams
+from llm_marl.rollout.collect import EnvSource
+from llm_marl.rollout.tree import RolloutTree, collect_tree
+from llm_marl.rollout.types import Episode, Trajectory, group_episodes
+
+Rollout = Literal["linear", "tree"]
+ROLLOUTS = ("linear", "tree")
 
 
 @dataclass
@@ -70,14 +90,36 @@ class MAGRPOConfig(PGConfig):
     scale: Scale = "none"
     """``std`` divides advantages by the group's reward std; MAGRPO uses the raw difference."""
     reward_component: str | None = None
-    """Learn from this reward component (credited at the last step) instead of the joint
-    reward; ``None``: the joint reward of every step."""
+    """Learn from this reward component (credited at the last step; in a tree, at the leaves)
+    instead of the joint reward; ``None``: the joint reward of every step."""
+    rollout: Rollout = "linear"
+    """``linear``: ``group_size`` independent episodes per task (baseline per turn index over
+    episodes). ``tree``: CoMLRL's tree rollout, every joint action branching into
+    ``group_size`` children (baseline over siblings that share a history; see the module
+    docstring)."""
+    tree_depth: int | None = None
+    """Tree mode: the most env steps a branch plays (CoMLRL's ``num_turns``); ``None``: until
+    its episode ends. A full tree has ``G + G^2 + ... + G^depth`` joint actions."""
+    early_stop: float | None = None
+    """Tree mode: a sibling group whose mean step reward is strictly above this is not expanded
+    (CoMLRL's ``early_termination_threshold``); ``None``: always expand."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_baseline(self.baseline, self.scale)
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
+        if self.rollout not in ROLLOUTS:
+            raise ValueError(f"unknown rollout {self.rollout!r}; choose one of {ROLLOUTS}")
+        depth = self.tree_depth
+        if depth is not None and (
+            isinstance(depth, bool) or not isinstance(depth, int) or depth < 1
+        ):
+            raise ValueError(f"tree_depth must be None or an int >= 1, got {depth!r}")
+        if self.rollout == "linear" and (depth is not None or self.early_stop is not None):
+            raise ValueError(
+                "tree_depth and early_stop only apply to tree rollouts: set rollout='tree'"
+            )
 
 
 class MAGRPO(PolicyGradientAlgorithm[MAGRPOConfig]):
@@ -88,7 +130,79 @@ class MAGRPO(PolicyGradientAlgorithm[MAGRPOConfig]):
     def __init__(self, config: MAGRPOConfig | None = None) -> None:
         super().__init__(config or MAGRPOConfig())
 
-    def build_samples(self, episodes: list[Episode]) -> dict[str, list[Sample]]:
+    def collect(
+        self,
+        env: EnvSource,
+        tasks: Sequence[dict[str, Any]],
+        *,
+        group_size: int,
+        sampling: Mapping[str, SamplingParams],
+        seed: int | None,
+        **options: Any,
+    ) -> list[Episode] | list[RolloutTree]:
+        """Linear episodes, or with ``rollout="tree"`` one tree per task branching
+        ``group_size`` ways."""
+        if self.config.rollout == "linear":
+            return super().collect(
+                env, tasks, group_size=group_size, sampling=sampling, seed=seed, **options
+            )
+        return collect_tree(
+            env,
+            self.policies,
+            tasks,
+            group_size,
+            depth=self.config.tree_depth,
+            early_stop=self.config.early_stop,
+            sampling=sampling,
+            seed=seed,
+            **options,
+        )
+
+    def update(self, episodes: Sequence[Episode] | Sequence[RolloutTree]) -> dict[str, float]:
+        metrics = self.learn(self.build_samples(episodes))
+        trees = [t for t in episodes if isinstance(t, RolloutTree)]
+        if trees:
+            metrics["tree/nodes"] = sum(len(list(t.nodes())) for t in trees) / len(trees)
+        return metrics
+
+    def build_samples(
+        self, episodes: Sequence[Episode] | Sequence[RolloutTree]
+    ) -> dict[str, list[Sample]]:
+        """Samples with MAGRPO's advantages, from linear episodes or (tree mode) trees."""
+        trees = [r for r in episodes if isinstance(r, RolloutTree)]
+        if self.config.rollout == "tree" or trees:
+            if len(trees) != len(episodes) or self.config.rollout != "tree":
+                raise TypeError(
+                    "MAGRPO(rollout='tree') learns from RolloutTree s (MAGRPO.collect, which the "
+                    "Trainer calls, or rollout.collect_tree) and rollout='linear' from Episode s; "
+                    f"got {sorted({type(r).__name__ for r in episodes})} with "
+                    f"rollout={self.config.rollout!r}"
+                )
+            return self._tree_samples(trees)
+        return self._linear_samples(cast(list[Episode], list(episodes)))
+
+    def _tree_samples(self, trees: list[RolloutTree]) -> dict[str, list[Sample]]:
+        """One sample per agent turn per node, advantage over the node's siblings (the same
+        team quantity for every agent of the joint action)."""
+        cfg = self.config
+        reward_fn = (
+            leaf_component_reward(cfg.reward_component) if cfg.reward_component else node_reward
+        )
+        samples: dict[str, list[Sample]] = {key: [] for key in self.groups}
+        for tree in trees:
+            advantages = tree_advantages(tree, cfg.gamma, cfg.baseline, cfg.scale, reward_fn)
+            for node in tree.nodes():
+                for key, (policy, agents) in self.groups.items():
+                    for agent in agents:
+                        turn = node.turns.get(agent)
+                        if turn is None:  # not active in this step
+                            continue
+                        # The turn alone: its prompt is the node's whole history.
+                        alone = Trajectory(agent, policy.name, True, [turn])
+                        samples[key] += trajectory_samples(alone, [advantages[node]])
+        return samples
+
+    def _linear_samples(self, episodes: list[Episode]) -> dict[str, list[Sample]]:
         cfg = self.config
         reward_fn = component_reward(cfg.reward_component) if cfg.reward_component else step_rewards
         samples: dict[str, list[Sample]] = {key: [] for key in self.groups}

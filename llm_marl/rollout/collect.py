@@ -176,7 +176,7 @@ class _Collector:
             for k, (ti, task) in enumerate(slots)
         ]
         # Per env and agent: the token stream so far and the text of the agent's last reply.
-        self.contexts: list[dict[str, tuple[TokenContext, str]]] = [{} for _ in range(n)]
+        self.contexts: list[dict[str, StreamEntry]] = [{} for _ in range(n)]
 
     def run(self, progress: bool, raise_if_env_always_fails: bool = False) -> list[Episode]:
         vec = self.vec
@@ -302,82 +302,23 @@ class _Collector:
         return {(key[0].obj, key[1]): reqs for key, reqs in requests.items()}, stuck
 
     def _generate(self, policy, sampling, reqs, obs, step) -> list[Completion | str]:
-        if self.seed is not None and sampling.seed is None:
-            sampling = dataclasses.replace(
-                sampling,
-                seed=(self.seed * 1_000_003 + step * 7919 + self.policy_index[id(policy)]) % 2**31,
-            )
         conversations = [obs[k][agent] for k, agent in reqs]
-        contexts = [self._context_for(k, agent, obs[k][agent]) for k, agent in reqs]
-        name = getattr(policy, "name", type(policy).__name__)
-        try:
-            completions = policy.generate(conversations, sampling, contexts)
-        except PolicyError as err:
-            # A backend that says which replies failed (OpenAIPolicy's BatchPolicyError) costs
-            # only those episodes; otherwise every episode of the batch is touched.
-            partial = getattr(err, "results", None)
-            if isinstance(partial, list) and len(partial) == len(reqs):
-                return [
-                    c if isinstance(c, Completion) else f"policy {name!r} failed: {c}"
-                    for c in partial
-                ]
-            return [f"policy {name!r} failed: {err}"] * len(reqs)
-        if self.on_generate is not None:
-            self.on_generate(policy, len(reqs))
-        if len(completions) != len(reqs):
-            raise RuntimeError(
-                f"policy {name!r} returned {len(completions)} completions for {len(reqs)} prompts"
-            )
-        out: list[Completion | str] = []
-        for c in completions:
-            if c.finish_reason == "error":
-                out.append(f"policy {name!r} failed: {c.metadata.get('error', 'unknown error')}")
-            else:
-                out.append(c)
-        return out
-
-    def _context_for(self, k, agent, conversation) -> TokenContext | None:
-        """The agent's token stream, if its conversation still starts with what the stream holds."""
-        entry = self.contexts[k].get(agent)
-        if entry is None:
-            return None
-        ctx, last_text = entry
-        n = ctx.num_messages
-        if len(conversation) < n:
-            return None
-        reply = conversation[n - 1]
-        if reply.get("role") != "assistant" or reply.get("content") != last_text:
-            return None  # the env rewrote the history: the policy must render it afresh
-        return ctx
+        contexts = [stream_context(self.contexts[k].get(agent), obs[k][agent]) for k, agent in reqs]
+        return generate_batch(
+            policy,
+            step_sampling(sampling, self.seed, step, self.policy_index[id(policy)]),
+            conversations,
+            contexts,
+            self.on_generate,
+        )
 
     def _record(self, k, agent, step, observation, completion: Completion, parent=None) -> None:
-        traj = self.episodes[k].trajectories[agent]
-        ctx = self._context_for(k, agent, observation)
-        continues = bool(
-            ctx is not None
-            and completion.prompt_ids
-            and tuple(completion.prompt_ids[: len(ctx.token_ids)]) == ctx.token_ids
+        turn, entry = record_turn(
+            agent, step, observation, completion, self.contexts[k].get(agent), parent
         )
-        traj.turns.append(
-            Turn(
-                agent=agent,
-                step=step,
-                text=completion.text,
-                prompt_ids=list(completion.prompt_ids),
-                completion_ids=list(completion.token_ids),
-                logprobs=None if completion.logprobs is None else list(completion.logprobs),
-                finish_reason=completion.finish_reason,
-                continues_stream=continues,
-                observation=observation,
-                parent=parent,
-            )
-        )
-        if completion.prompt_ids:
-            # The env appends the reply to the agent's own conversation, so the next observation
-            # starts with these len(observation) + 1 messages (checked in _context_for).
-            stream = tuple(completion.prompt_ids) + tuple(completion.token_ids)
-            ctx = TokenContext(stream, len(observation) + 1)
-            self.contexts[k][agent] = (ctx, completion.text)
+        self.episodes[k].trajectories[agent].turns.append(turn)
+        if entry is not None:
+            self.contexts[k][agent] = entry
 
     def _finish(self, k, terms, truncs, infos) -> None:
         ep = self.episodes[k]
@@ -397,6 +338,113 @@ class _Collector:
 FAILED_WARN_FRACTION = 0.1
 """``collect`` warns when at least this fraction of its episodes failed (infrastructure, policy
 backend or env errors); a few lost episodes in a long run are normal and stay quiet."""
+
+
+StreamEntry = tuple[TokenContext, str]
+"""An agent's token stream so far and the text of its last reply (see :func:`stream_context`)."""
+
+
+def step_sampling(
+    sampling: SamplingParams, seed: int | None, step: int, policy_index: int
+) -> SamplingParams:
+    """The sampling params of one generate call: a seed derived from the rollout's ``seed``,
+    the step and the policy (unless the params carry their own seed, or ``seed`` is None)."""
+    if seed is None or sampling.seed is not None:
+        return sampling
+    return dataclasses.replace(
+        sampling, seed=(seed * 1_000_003 + step * 7919 + policy_index) % 2**31
+    )
+
+
+def generate_batch(
+    policy: Policy,
+    sampling: SamplingParams,
+    conversations: list[list[dict[str, Any]]],
+    contexts: list[TokenContext | None],
+    on_generate: Callable[[Policy, int], None] | None = None,
+) -> list[Completion | str]:
+    """One batched ``policy.generate`` call; a failed item comes back as its error message.
+
+    A :class:`PolicyError` never propagates: a backend that says which replies failed
+    (OpenAIPolicy's BatchPolicyError) costs only those items, otherwise every item of the batch
+    gets the error.
+    """
+    name = getattr(policy, "name", type(policy).__name__)
+    try:
+        completions = policy.generate(conversations, sampling, contexts)
+    except PolicyError as err:
+        partial = getattr(err, "results", None)
+        if isinstance(partial, list) and len(partial) == len(conversations):
+            return [
+                c if isinstance(c, Completion) else f"policy {name!r} failed: {c}" for c in partial
+            ]
+        return [f"policy {name!r} failed: {err}"] * len(conversations)
+    if on_generate is not None:
+        on_generate(policy, len(conversations))
+    if len(completions) != len(conversations):
+        raise RuntimeError(
+            f"policy {name!r} returned {len(completions)} completions for "
+            f"{len(conversations)} prompts"
+        )
+    out: list[Completion | str] = []
+    for c in completions:
+        if c.finish_reason == "error":
+            out.append(f"policy {name!r} failed: {c.metadata.get('error', 'unknown error')}")
+        else:
+            out.append(c)
+    return out
+
+
+def stream_context(
+    entry: StreamEntry | None, conversation: Sequence[dict[str, Any]]
+) -> TokenContext | None:
+    """The agent's token stream, if its conversation still starts with what the stream holds."""
+    if entry is None:
+        return None
+    ctx, last_text = entry
+    n = ctx.num_messages
+    if len(conversation) < n:
+        return None
+    reply = conversation[n - 1]
+    if reply.get("role") != "assistant" or reply.get("content") != last_text:
+        return None  # the env rewrote the history: the policy must render it afresh
+    return ctx
+
+
+def record_turn(
+    agent: str,
+    step: int,
+    observation: list[dict[str, Any]],
+    completion: Completion,
+    entry: StreamEntry | None,
+    parent: tuple[str, int] | None = None,
+) -> tuple[Turn, StreamEntry | None]:
+    """The :class:`Turn` of ``completion`` and the agent's stream after it (``None``: a
+    text-only completion, the stream is unchanged)."""
+    ctx = stream_context(entry, observation)
+    continues = bool(
+        ctx is not None
+        and completion.prompt_ids
+        and tuple(completion.prompt_ids[: len(ctx.token_ids)]) == ctx.token_ids
+    )
+    turn = Turn(
+        agent=agent,
+        step=step,
+        text=completion.text,
+        prompt_ids=list(completion.prompt_ids),
+        completion_ids=list(completion.token_ids),
+        logprobs=None if completion.logprobs is None else list(completion.logprobs),
+        finish_reason=completion.finish_reason,
+        continues_stream=continues,
+        observation=observation,
+        parent=parent,
+    )
+    if not completion.prompt_ids:
+        return turn, None
+    # The env appends the reply to the agent's own conversation, so the next observation starts
+    # with these len(observation) + 1 messages (checked in stream_context).
+    stream = tuple(completion.prompt_ids) + tuple(completion.token_ids)
+    return turn, (TokenContext(stream, len(observation) + 1), completion.text)
 
 
 def _step_env(vec: VectorEnv, actions: list[dict[str, str] | None], k: int) -> Any:

@@ -29,6 +29,7 @@ from llm_marl.algos import Algorithm
 from llm_marl.policies.base import Policy, SamplingParams, per_agent_sampling
 from llm_marl.rollout import collect
 from llm_marl.rollout.collect import check_policies
+from llm_marl.rollout.tree import as_episodes
 from llm_marl.rollout.types import Episode
 from llm_marl.train.logging import ConsoleTable
 
@@ -419,12 +420,21 @@ class Trainer:
         """One step: collect ``tasks_per_step x group_size`` episodes, drop errors, update."""
         cfg = self.config
         t0 = time.perf_counter()
-        episodes = self._collect(
-            self.tasks_for_step(step), cfg.group_size, self.sampling, self.collect_seed(step)
+        # The algorithm plays the step (linear episodes by default, trees for MAGRPO's tree
+        # mode); the metrics read episodes either way.
+        rollouts = self.algorithm.collect(
+            self.env,
+            self.tasks_for_step(step),
+            group_size=cfg.group_size,
+            sampling=self.sampling,
+            seed=self.collect_seed(step),
+            env_kwargs=cfg.env_kwargs if isinstance(self.env, str) else None,
+            progress=False,
+            max_workers=cfg.max_workers,
         )
         t1 = time.perf_counter()
-        ok = [ep for ep in episodes if ep.ok]
-        metrics = episode_metrics(episodes)
+        ok: list[Any] = [r for r in rollouts if r.ok]
+        metrics = episode_metrics(as_episodes(rollouts))
         algo_metrics = self.algorithm.update(ok) if ok else {}
         t2 = time.perf_counter()
         metrics.update({k: float(v) for k, v in algo_metrics.items()})
