@@ -120,6 +120,10 @@ def test_the_paper_presets_name_their_loss():
         0.01,
     )
     assert (che.baseline, che.scale, che.gamma) == ("mean", "std", 1.0)
+    # CoMLRL's multi-turn rollouts are trees; -0.2 on rewards shifted by -4 is 3.8 here.
+    for name in ("magrpo-coop-humaneval", "magrpo-coop-humaneval-clipped", "magrpo-humaneval"):
+        algo = preset_config("magrpo", name).algorithm
+        assert (algo.rollout, algo.early_stop) == ("tree", 3.8)
     clipped = preset_config("magrpo", "magrpo-coop-humaneval-clipped").algorithm
     assert (clipped.loss, clipped.aggregation) == ("clipped", "sequence-mean")
     for name in ("agentpo-math-hint", "agentpo-math-critic"):

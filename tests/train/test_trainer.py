@@ -230,7 +230,13 @@ def test_one_forward_pass_per_micro_batch(algo_lm_path):
     cfg = PGConfig(lr=1e-3)
     opt, _ = make_optimizer(policy.parameters(), cfg)
     policy_gradient_update(policy, opt, samples, cfg)
-    assert len(calls) == 1  # 12 sequences of several tokens: one batched forward
+    # By default one pass per prompt group (3 prompts x 4 completions), each running the
+    # shared prompt once and then the completions: 3 x 2 backbone calls, never one per row.
+    assert len(calls) == 6
+    calls.clear()
+    policy.share_prompts = False
+    policy_gradient_update(policy, opt, samples, cfg)
+    assert len(calls) == 3
     calls.clear()
     cfg = PGConfig(lr=1e-3, micro_batch_size=5)
     policy_gradient_update(policy, opt, samples, cfg)

@@ -115,11 +115,16 @@ GENERIC = preset(
 # The loss (CoMLRL): -A * (sum of the completion's token log-probs), averaged over the
 # completions, AdamW; weight decay 0.01 is issue 12's reading of the official trainer (not
 # re-verified here: HF TrainingArguments' own default is 0.0). One task per step: CoMLRL
-# requires per_device_train_batch_size 1. Not reproduced: CoMLRL's clamp of advantages to
-# [-10, 10] (inactive with std scaling and 4 generations: |A| <= sqrt(3)), its reward shift of
-# -4 (a constant: no effect on mean-baseline advantages) and its early stop of a turn whose
-# mean reward passes -0.2 (linear multi-turn rollouts only here). CoMLRL trains full weights;
-# add --lora to fit one GPU.
+# requires per_device_train_batch_size 1. Rollouts are CoMLRL's trees (MAGRPOTrainer.
+# _train_step_returns in CoMLRL 1.4.3's comlrl/trainers/reinforce/magrpo.py): num_generations 4
+# children per joint action, num_turns 2 (the env's num_rounds), a node's return its reward
+# plus the mean of its children's (1.4.3 ignores `discount`: gamma 1.0), the baseline over
+# siblings; early_termination_threshold -0.2 on rewards shifted by -4 (the config's reward
+# shift) is 3.8 on our unshifted 0..4 code reward. Not reproduced: the [-10, 10] advantage clamp
+# of the older comlrl/trainers/magrpo.py (inactive with std scaling and 4 generations:
+# |A| <= sqrt(3); 1.4.3 has none); CoMLRL scales by the population std where ours is the
+# unbiased one (a constant factor sqrt(3/4) at G=4). CoMLRL trains full weights; add --lora
+# to fit one GPU.
 _CHE: dict[str, Any] = {
     "trainer": {
         "env": "coop_humaneval-v0",
@@ -141,6 +146,8 @@ _CHE: dict[str, Any] = {
         "gamma": 1.0,
         "baseline": "mean",
         "scale": "std",
+        "rollout": "tree",  # CoMLRL's tree rollouts (see above)
+        "early_stop": 3.8,  # early_termination_threshold -0.2 + the reward shift 4
     },
     "policies": {
         "model": "Qwen/Qwen2.5-Coder-3B",
