@@ -7,7 +7,9 @@ import csv
 import json
 import os
 import re
+import sys
 import threading
+import warnings
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -19,6 +21,7 @@ SPLITS = ("all", "train", "eval")
 """The positional splits of :func:`select_split` (besides slices ``"a:b"``)."""
 _SLICE_RE = re.compile(r"^\[?\s*(-?\d*)\s*:\s*(-?\d*)\s*\]?$")
 T = TypeVar("T")
+_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])
 
 
 def data_dir() -> Path | None:
@@ -234,23 +237,27 @@ def load_split_tasks(
     rules: SplitRules,
     names: Collection[str],
     cache: TaskCache[Loaded],
-    load: Callable[[str | os.PathLike[str] | None, str | None], Loaded],
+    default: Callable[[str | None], Loaded],
     check: Callable[[Tasks, str], Tasks],
+    hub_default_split: str = "train",
 ) -> tuple[Tasks, str]:
     """The tasks of one split of a source: what a family's task loader does around its own
-    reading and validation (the coding and writing envs' loaders are this with their data).
+    default data and validation (the coding and writing envs' loaders are this with their data).
 
     Args:
         family: the loader's family (part of the cache key).
-        dataset: ``None`` (the family's default source), a source name or path, or a list of
-            records (validated by ``check`` and split by ``rules``, never cached).
+        dataset: ``None`` (the family's default source), one of ``names``, a local file, a
+            Hugging Face id, or a list of records (never cached).
         split: a split of :func:`select_split`, or a hub split spec (``"test[:16]"``, passed to
             the hub, for a Hugging Face id only).
-        rules: how a list of records splits.
+        rules: how the family's own data, a file and a list of records split.
         names: the family's dataset names (never taken for Hugging Face ids).
         cache: the family's cache of loaded sources.
-        load: ``load(dataset, hub_split)`` reads and validates every task of ``dataset``.
-        check: ``check(records, source)`` validates given records into tasks.
+        default: ``default(name)`` loads every task of a named dataset (``None``: the family's
+            default) with where it came from and how it splits.
+        check: ``check(records, source)`` validates records (from a file, the hub or the
+            caller) into tasks.
+        hub_default_split: what a Hugging Face id loads when ``split`` is none of the hub's.
 
     Returns ``(tasks, source)``: fresh task dicts, and where they came from in words.
     """
@@ -259,15 +266,32 @@ def load_split_tasks(
     if dataset is not None and not isinstance(dataset, str | os.PathLike):
         tasks = check([dict(r) for r in dataset], "the given task list")
         return select_split(tasks, split, rules.eval_rows, rules.title), "tasks given by the caller"
-    named: str | os.PathLike[str] | None = dataset  # not a record list (returned above)
-    hub_split = hub_split_spec(named, split, names)
-    key = (family, None if named is None else os.fspath(named), hub_split)
-    tasks, source, loaded_rules = cache.get(key, lambda: load(named, hub_split))
+    name = None if dataset is None else os.fspath(dataset)
+    hub_split = hub_split_spec(name, split, names)
+
+    def load() -> Loaded:
+        if name is None or name in names:
+            return default(name)
+        if looks_like_hub_id(name, names):
+            split_ = hub_split or hub_default_split
+            records = load_records(name, split=split_)
+            source = f"{name} (Hugging Face, split {split_!r})"
+        else:
+            records, source = load_records(name), name
+        return check(records, source), source, rules
+
+    tasks, source, loaded_rules = cache.get((family, name, hub_split), load)
     if hub_split is None:
         tasks = select_split(tasks, split, loaded_rules.eval_rows, loaded_rules.title)
     return [dict(t) for t in tasks], source
 
 
-def load_hub_records(dataset_id: str, split: str) -> tuple[Tasks, str]:
-    """The records of a Hugging Face dataset split, and that source in words."""
-    return load_records(dataset_id, split=split), f"{dataset_id} (Hugging Face, split {split!r})"
+def warn_user(message: str) -> None:
+    """A :class:`UserWarning` reported at the first caller outside llm_marl (the user's line
+    that built the env), however deep in the loaders and caches the data was found missing."""
+    frame = sys._getframe(1)
+    level = 2  # stacklevel 2 is this function's caller
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, UserWarning, stacklevel=level)

@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+import llm_marl
 from llm_marl.data.loading import TaskCache, hub_split_spec, select_split
 from llm_marl.errors import DataError
 
@@ -64,3 +65,15 @@ def test_task_cache_loads_once_per_key_and_data_dir(tmp_path, monkeypatch):
     assert cache.get(("a",), load) == [3]
     cache.clear()
     assert cache.get(("a",), load) == [4]
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs"), [("tldr-v0", {}), ("coop_humaneval-v0", {"sandbox": "process"})]
+)
+def test_missing_data_warning_points_at_the_users_line(env_id, kwargs, tmp_path, monkeypatch):
+    # An empty data directory: the benchmark file is missing and the bundled sample stands in.
+    monkeypatch.setenv("LLM_MARL_DATA_DIR", str(tmp_path))
+    with pytest.warns(UserWarning, match="not found") as record:
+        env = llm_marl.make(env_id, **kwargs)
+    env.close()
+    assert [w.filename for w in record if "not found" in str(w.message)] == [__file__]

@@ -29,8 +29,6 @@ Splits (``split=``)
 from __future__ import annotations
 
 import json
-import os
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,10 +40,9 @@ from llm_marl.data.loading import (
     Loaded,
     TaskCache,
     data_dir,
-    load_hub_records,
     load_records,
     load_split_tasks,
-    looks_like_hub_id,
+    warn_user,
 )
 from llm_marl.envs.coding.testsuite import TestFormatError, build_suite
 
@@ -113,24 +110,16 @@ def load_tasks(
         rules=DATASETS[family],
         names=DATASETS,
         cache=_cache,
-        load=lambda source, hub_split: _load(family, source, hub_split),
+        default=lambda name: _default_tasks(DATASETS[name or family]),
         check=_validate,
+        hub_default_split=DATASETS[family].hub_split or "train",
     )
 
 
-def _load(
-    family: str, dataset: str | os.PathLike[str] | None, hub_split: str | None
-) -> tuple[list[dict[str, Any]], str, DatasetInfo]:
-    """Validated tasks of a source (every split), where they came from, and its split rules."""
-    info = DATASETS[family]
-    if dataset is None:
-        records, source, info = _default_records(info)
-    elif str(dataset) in DATASETS:
-        records, source, info = _default_records(DATASETS[str(dataset)])
-    elif looks_like_hub_id(dataset, DATASETS):
-        records, source = load_hub_records(str(dataset), hub_split or info.hub_split or "train")
-    else:
-        records, source = load_records(dataset), str(dataset)
+def _default_tasks(info: DatasetInfo) -> tuple[list[dict[str, Any]], str, DatasetInfo]:
+    """Validated tasks of a named dataset (every split), where they came from, and how they
+    split (the sample's rules when the benchmark's data is missing)."""
+    records, source, info = _default_records(info)
     return _validate(records, source), source, info
 
 
@@ -150,12 +139,10 @@ def _default_records(info: DatasetInfo) -> tuple[list[dict[str, Any]], str, Data
         else f"{directory / str(info.local_file)}"
     )
     hub = f" or dataset={info.hub_id!r} (online)" if info.hub_id else ""
-    warnings.warn(
+    warn_user(
         f"{info.title} data not found at {where}; using the 16 problems of the bundled "
         f"cooperative sample instead. For the real benchmark, set ${DATA_DIR_ENV} to a "
         f"directory holding {info.local_file}, or pass dataset='path/to/file.json'{hub}.",
-        UserWarning,
-        stacklevel=5,
     )
     sample = DATASETS["sample"]
     return _read_sample(), f"bundled sample ({SAMPLE_FILE.name}; {info.title} not found)", sample

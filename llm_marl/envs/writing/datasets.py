@@ -32,8 +32,6 @@ Splits (``split=``)
 
 from __future__ import annotations
 
-import os
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,10 +42,9 @@ from llm_marl.data.loading import (
     Loaded,
     TaskCache,
     data_dir,
-    load_hub_records,
     load_records,
     load_split_tasks,
-    looks_like_hub_id,
+    warn_user,
 )
 from llm_marl.errors import DataError
 
@@ -130,25 +127,12 @@ def load_writing_tasks(
         rules=DATASETS[kind],
         names=DATASETS,
         cache=_cache,
-        load=lambda source, hub_split: _load(kind, source, hub_split),
+        default=lambda name: _default(DATASETS[name or kind]),
         check=lambda records, source: _normalise(records, kind, source),
     )
 
 
 # ---------------------------------------------------------------------------------- internals
-
-
-def _load(
-    kind: str, dataset: str | os.PathLike[str] | None, hub_split: str | None
-) -> tuple[list[dict[str, Any]], str, WritingData]:
-    info = DATASETS[str(dataset)] if dataset is not None and str(dataset) in DATASETS else None
-    if dataset is None or info is not None:
-        return _default(info or DATASETS[kind])
-    if looks_like_hub_id(dataset, DATASETS):
-        records, source = load_hub_records(str(dataset), hub_split or "train")
-    else:
-        records, source = load_records(dataset), str(dataset)
-    return _normalise(records, kind, source), source, DATASETS[kind]
 
 
 def _default(info: WritingData) -> tuple[list[dict[str, Any]], str, WritingData]:
@@ -161,12 +145,10 @@ def _default(info: WritingData) -> tuple[list[dict[str, Any]], str, WritingData]
         path = directory / info.local_file
         return _normalise(load_records(path), info.kind, str(path)), str(path), info
     sample = DATASETS[info.sample]
-    warnings.warn(
+    warn_user(
         f"{info.title} not found at ${DATA_DIR_ENV}/{info.local_file}; using {sample.title} "
         f"instead. For the real data set ${DATA_DIR_ENV} to a directory holding "
         f"{info.local_file}, or pass dataset='path/to/file'.",
-        UserWarning,
-        stacklevel=6,
     )
     tasks, _, _ = _default(sample)
     return tasks, f"{sample.title} ({info.title} not found)", sample
