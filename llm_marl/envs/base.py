@@ -146,7 +146,9 @@ class LLMParallelEnv(ParallelEnv):
     """Base class of all llm_marl environments (a :class:`pettingzoo.ParallelEnv`).
 
     Subclasses implement :meth:`setup_episode` and :meth:`transition` (see the module docstring
-    for the contract and the vocabulary: step, ``max_steps``, phase, turn, round).
+    for the contract and the vocabulary: step, ``max_steps``, phase, turn, round). A subclass
+    whose ``__init__`` takes ``**kwargs`` forwards them to its base class's ``__init__``:
+    :func:`~llm_marl.make` then accepts the names along the bases and rejects any other.
 
     Args:
         tasks: the task dicts (each with a unique ``"task_id"``); ``None`` uses

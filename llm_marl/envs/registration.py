@@ -248,20 +248,42 @@ def _load_entry_point(entry_point: EntryPoint, env_id: str) -> Callable[..., Any
 
 def _check_kwargs(factory: Callable[..., Any], kwargs: Mapping[str, Any], env_id: str) -> None:
     """Reject unknown keyword overrides with the list of accepted ones (a typo is not ignored)."""
-    try:
-        sig = inspect.signature(factory)
-    except (TypeError, ValueError):  # builtins without a signature: let the call decide
+    accepted = _accepted_kwargs(factory)
+    if accepted is None:
         return
-    params = sig.parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return
-    accepted = [n for n, p in params.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL]
-    unknown = [k for k in kwargs if k not in params]
+    unknown = [k for k in kwargs if k not in accepted]
     if unknown:
         raise TypeError(
             f"make({env_id!r}) got unknown arguments {unknown}; accepted: {accepted} "
             "(and max_steps, which make applies itself)"
         )
+
+
+def _accepted_kwargs(factory: Callable[..., Any]) -> list[str] | None:
+    """The keyword names ``factory`` accepts, or None where that cannot be told.
+
+    An env class whose ``__init__`` takes ``**kwargs`` forwards them to its base class (the
+    convention of :class:`~llm_marl.envs.base.LLMParallelEnv` subclasses), so its names are its
+    own followed by those of its bases, up to the first ``__init__`` without ``**kwargs``. Any
+    other callable with ``**kwargs`` accepts anything as far as this check knows.
+    """
+    if isinstance(factory, type) and issubclass(factory, LLMParallelEnv):
+        inits = [c.__dict__["__init__"] for c in factory.__mro__ if "__init__" in c.__dict__]
+    else:
+        inits = [factory]
+    accepted: list[str] = []
+    for init in inits:
+        try:
+            params = inspect.signature(init).parameters
+        except (TypeError, ValueError):  # builtins without a signature: let the call decide
+            return None
+        for name, p in params.items():
+            named = p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+            if named and name != "self" and name not in accepted:
+                accepted.append(name)
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return accepted
+    return None
 
 
 def _load_plugins() -> None:

@@ -198,3 +198,41 @@ def test_coding_classes_default_to_their_own_benchmark(env_id, benchmark):
         assert env.benchmark == (benchmark or "coophumaneval")
     finally:
         env.close()
+
+
+@pytest.mark.parametrize(
+    ("env_id", "own", "inherited"),
+    [
+        ("math_hint-v0", "hint_prompt", "grading_timeout"),
+        ("math_critic-v0", "drafts", "require_boxed"),
+        ("websearch-v0", "max_delegations", "corpus"),
+        ("websearch_single-v0", "max_turns", "search_k"),
+    ],
+)
+def test_a_typo_is_caught_through_forwarded_kwargs(env_id, own, inherited):
+    # These classes take their own arguments and forward **kwargs to their base: make() still
+    # names every accepted argument, the subclass's and the base's.
+    with pytest.raises(TypeError, match="unknown arguments \\['limt'\\]") as err:
+        llm_marl.make(env_id, limt=1)
+    assert f"'{own}'" in str(err.value) and f"'{inherited}'" in str(err.value)
+
+
+class _Forwarding(CoordinationEnv):
+    def __init__(self, *, shout: bool = False, **kwargs):
+        self.shout = shout
+        super().__init__(**kwargs)
+
+
+def test_third_party_forwarding_class_and_open_factory():
+    llm_marl.register("fwd-v0", _Forwarding)
+    llm_marl.register("open-v0", lambda **kw: CoordinationEnv(**kw))
+    try:
+        env = llm_marl.make("fwd-v0", shout=True, num_symbols=4)
+        assert env.shout and env.num_symbols == 4
+        with pytest.raises(TypeError, match="unknown arguments \\['num_symbol'\\].*'shout'"):
+            llm_marl.make("fwd-v0", num_symbol=4)
+        # A plain callable with **kwargs cannot be looked through: the call itself decides.
+        with pytest.raises(TypeError, match="unexpected keyword argument 'num_symbol'"):
+            llm_marl.make("open-v0", num_symbol=4)
+    finally:
+        del llm_marl.registry["fwd-v0"], llm_marl.registry["open-v0"]

@@ -29,9 +29,6 @@ Splits (``split=``)
 from __future__ import annotations
 
 import json
-import re
-import threading
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,10 +37,12 @@ from typing import Any
 from llm_marl.data.loading import (
     DATA_DIR_ENV,
     DataError,
+    Loaded,
+    TaskCache,
     data_dir,
-    data_dir_key,
     load_records,
-    looks_like_hub_id,
+    load_split_tasks,
+    warn_user,
 )
 from llm_marl.envs.coding.testsuite import TestFormatError, build_suite
 
@@ -85,10 +84,7 @@ DATASETS: dict[str, DatasetInfo] = {
     ),
 }
 
-_SPLIT_NAMES = ("all", "train", "eval")
-_SLICE_RE = re.compile(r"^\[?\s*(-?\d*)\s*:\s*(-?\d*)\s*\]?$")
-_cache: dict[tuple[Any, ...], tuple[list[dict[str, Any]], str, DatasetInfo]] = {}
-_cache_lock = threading.Lock()
+_cache: TaskCache[Loaded] = TaskCache()
 
 
 def load_tasks(
@@ -107,50 +103,23 @@ def load_tasks(
     """
     if family not in DATASETS:
         raise ValueError(f"unknown coding dataset family {family!r}; known: {sorted(DATASETS)}")
-    if not isinstance(split, str):
-        raise TypeError(f"split must be a str, got {type(split).__name__}")
-    if dataset is not None and not isinstance(dataset, (str, Path)):
-        records = [dict(r) for r in dataset]
-        return _select(_validate(records, "the given task list"), split, DATASETS[family]), (
-            "tasks given by the caller"
-        )
-    hub_split = _hub_split_spec(dataset, split)
-    key = (family, str(dataset) if dataset is not None else None, hub_split, data_dir_key())
-    with _cache_lock:
-        if key not in _cache:
-            _cache[key] = _load(family, dataset, hub_split)
-        tasks, source, info = _cache[key]
-    if hub_split is None:
-        tasks = _select(tasks, split, info)
-    return [dict(t) for t in tasks], source
+    return load_split_tasks(
+        family,
+        dataset,
+        split,
+        rules=DATASETS[family],
+        names=DATASETS,
+        cache=_cache,
+        default=lambda name: _default_tasks(DATASETS[name or family]),
+        check=_validate,
+        hub_default_split=DATASETS[family].hub_split or "train",
+    )
 
 
-def _hub_split_spec(dataset: str | Path | None, split: str) -> str | None:
-    """The hub split to load when ``split`` is a hub spec (``"test[:16]"``) for a hub id."""
-    if (
-        looks_like_hub_id(dataset, DATASETS)
-        and split not in _SPLIT_NAMES
-        and not _SLICE_RE.match(split)
-    ):
-        return split
-    return None
-
-
-def _load(
-    family: str, dataset: str | Path | None, hub_split: str | None
-) -> tuple[list[dict[str, Any]], str, DatasetInfo]:
-    """Validated tasks of a source (every split), where they came from, and its split rules."""
-    info = DATASETS[family]
-    if dataset is None:
-        records, source, info = _default_records(info)
-    elif str(dataset) in DATASETS:
-        records, source, info = _default_records(DATASETS[str(dataset)])
-    elif looks_like_hub_id(dataset, DATASETS):
-        split = hub_split or info.hub_split or "train"
-        records = load_records(str(dataset), split=split)
-        source = f"{dataset} (Hugging Face, split {split!r})"
-    else:
-        records, source = load_records(dataset), str(dataset)
+def _default_tasks(info: DatasetInfo) -> tuple[list[dict[str, Any]], str, DatasetInfo]:
+    """Validated tasks of a named dataset (every split), where they came from, and how they
+    split (the sample's rules when the benchmark's data is missing)."""
+    records, source, info = _default_records(info)
     return _validate(records, source), source, info
 
 
@@ -170,12 +139,10 @@ def _default_records(info: DatasetInfo) -> tuple[list[dict[str, Any]], str, Data
         else f"{directory / str(info.local_file)}"
     )
     hub = f" or dataset={info.hub_id!r} (online)" if info.hub_id else ""
-    warnings.warn(
+    warn_user(
         f"{info.title} data not found at {where}; using the 16 problems of the bundled "
         f"cooperative sample instead. For the real benchmark, set ${DATA_DIR_ENV} to a "
         f"directory holding {info.local_file}, or pass dataset='path/to/file.json'{hub}.",
-        UserWarning,
-        stacklevel=5,
     )
     sample = DATASETS["sample"]
     return _read_sample(), f"bundled sample ({SAMPLE_FILE.name}; {info.title} not found)", sample
@@ -231,24 +198,3 @@ def _validate(records: list[dict[str, Any]], source: str) -> list[dict[str, Any]
         task.update({k: record[k] for k in OPTIONAL_FIELDS if isinstance(record.get(k), str)})
         tasks.append(task)
     return tasks
-
-
-def _select(tasks: list[dict[str, Any]], split: str, info: DatasetInfo) -> list[dict[str, Any]]:
-    if split == "all":
-        chosen = tasks
-    elif split in ("train", "eval"):
-        idx = range(len(tasks))[info.eval_rows]
-        eval_ids = set(idx)
-        chosen = [t for i, t in enumerate(tasks) if (i in eval_ids) == (split == "eval")]
-    elif m := _SLICE_RE.match(split):
-        start = int(m.group(1)) if m.group(1) else None
-        stop = int(m.group(2)) if m.group(2) else None
-        chosen = tasks[start:stop]
-    else:
-        raise DataError(
-            f"unknown split {split!r}: use 'all', 'train', 'eval' or a slice like '16:' "
-            "(hub split specs such as 'test[:16]' only apply to Hugging Face ids)"
-        )
-    if not chosen:
-        raise DataError(f"split {split!r} of {info.title} is empty ({len(tasks)} tasks loaded)")
-    return chosen

@@ -47,6 +47,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from llm_marl.envs.settings import coerce_settings
+
 
 @dataclass(frozen=True)
 class CodeRewardConfig:
@@ -83,19 +85,7 @@ class CodeRewardConfig:
     @classmethod
     def coerce(cls, value: CodeRewardConfig | dict[str, Any] | None) -> CodeRewardConfig:
         """Accept a config, a dict of overrides (unknown keys are an error), or ``None``."""
-        if value is None:
-            return cls()
-        if isinstance(value, cls):
-            return value
-        if isinstance(value, dict):
-            known = {f.name for f in fields(cls)}
-            unknown = sorted(set(value) - known)
-            if unknown:
-                raise TypeError(f"unknown reward weights {unknown}; known: {sorted(known)}")
-            return cls(**value)
-        raise TypeError(
-            f"reward must be a CodeRewardConfig, a dict of weights or None, got {type(value).__name__}"
-        )
+        return coerce_settings(cls, value, "reward")
 
     def max_reward(self, single_agent: bool) -> float:
         """The largest reward a submission can get under these weights."""

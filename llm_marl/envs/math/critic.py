@@ -70,8 +70,8 @@ Evaluation: :func:`llm_marl.eval.math.math_eval` with ``critic_policy=``.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
+from typing import Any
 
 from llm_marl.envs.base import Task, Transition
 from llm_marl.envs.math.env import Graded, MathEnv, check_math_task
@@ -90,28 +90,14 @@ class MathCriticEnv(MathEnv):
     collaborator = "critic"
     default_prompts = CRITIC_PROMPTS
     prompt_fields = {
-        "actor_system": frozenset(),
         "actor_user": frozenset({"problem"}),
-        "critic_system": frozenset(),
         "critic_user": frozenset({"problem", "draft"}),
-        "revise_system": frozenset(),
         "revise_user": frozenset({"problem", "draft", "critique"}),
     }
     max_steps = 3
 
     def __init__(
-        self,
-        tasks: Iterable[Task] | None = None,
-        *,
-        drafts: str = "episode",
-        dataset: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
-        split: str | None = None,
-        limit: int | None = None,
-        prompts: Mapping[str, str | None] | None = None,
-        format_weight: float = 0.0,
-        require_boxed: bool = False,
-        grading_timeout: float | None = None,
-        render_mode: str | None = None,
+        self, tasks: Iterable[Task] | None = None, *, drafts: str = "episode", **kwargs: Any
     ) -> None:
         """``drafts``: ``"episode"`` (the actor drafts in each episode) or ``"task"`` (each
         task's own ``draft``, as AgentPO's code does). The other arguments are
@@ -121,17 +107,7 @@ class MathCriticEnv(MathEnv):
                 f"math_critic-v0: drafts must be one of {list(DRAFT_SOURCES)}, got {drafts!r}"
             )
         self.drafts = drafts
-        super().__init__(
-            tasks,
-            dataset=dataset,
-            split=split,
-            limit=limit,
-            prompts=prompts,
-            format_weight=format_weight,
-            require_boxed=require_boxed,
-            grading_timeout=grading_timeout,
-            render_mode=render_mode,
-        )
+        super().__init__(tasks, **kwargs)
 
     _draft: str | None = None
     """The actor's draft (phase 1) of the current episode."""

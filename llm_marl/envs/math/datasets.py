@@ -35,20 +35,19 @@ A local ``.json`` / ``.jsonl`` / ``.csv`` / ``.parquet`` path, or any Hugging Fa
 Each task is a dict with ``task_id`` (``"<dataset>/<row index>"``), ``problem``, ``answer`` (the
 reference answer as text, from :func:`llm_marl.envs.math.answers.reference_answer`), ``dataset``
 and ``source_index``, plus ``draft`` when the record carries a fixed draft solution (a ``draft``
-field, or AgentPO's ``solutions`` list: see ``math_critic-v0``'s ``drafts="task"``). Loaded task lists are cached per (source, split), so building many envs
-(one per rollout slot) reads a file once.
+field, or AgentPO's ``solutions`` list: see ``math_critic-v0``'s ``drafts="task"``). Loaded task lists are cached per (source, split,
+``$LLM_MARL_DATA_DIR``), so building many envs (one per rollout slot) reads a file once.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llm_marl.data.loading import DATA_DIR_ENV, DataError, data_dir, load_records
+from llm_marl.data.loading import DATA_DIR_ENV, DataError, TaskCache, data_dir, load_records
 
 SAMPLE_NAME = "sample"
 SAMPLE_PATH = Path(__file__).with_name("data") / "sample.jsonl"
@@ -99,8 +98,7 @@ AGENTPO_EVAL_BENCHMARKS = ("math500", "aime24", "amc23", "minerva_math", "olympi
 
 _PROBLEM_KEYS = ("problem", "question", "Question", "input")
 
-_cache: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
-_cache_lock = threading.Lock()
+_cache: TaskCache[list[dict[str, Any]]] = TaskCache()
 
 
 def load_math_tasks(
@@ -133,20 +131,13 @@ def load_math_tasks(
             raise DataError(f"dataset lists a dataset twice: {names}")
         return [t for name in names for t in load_math_tasks(name, split, limit)]
     name = SAMPLE_NAME if dataset is None else os.fspath(dataset)
-    key = (name, split)
-    with _cache_lock:
-        tasks = _cache.get(key)
-    if tasks is None:
-        tasks = _load(name, split)
-        with _cache_lock:
-            _cache[key] = tasks
+    tasks = _cache.get((name, split), lambda: _load(name, split))
     return list(tasks[:limit] if limit is not None else tasks)
 
 
 def clear_cache() -> None:
     """Forget loaded task lists (after editing a data file in place)."""
-    with _cache_lock:
-        _cache.clear()
+    _cache.clear()
 
 
 def problem_text(record: Mapping[str, Any]) -> str | None:

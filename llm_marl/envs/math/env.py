@@ -49,7 +49,8 @@ class MathEnv(LLMParallelEnv, abstract=True):
     default_prompts: ClassVar[Mapping[str, str]] = {}
     """Prompt key -> default template (see :mod:`llm_marl.envs.math.prompts`)."""
     prompt_fields: ClassVar[Mapping[str, frozenset[str]]] = {}
-    """Prompt key -> the placeholders the env can fill in it."""
+    """Prompt key -> the placeholders the env can fill in it (a key not listed, such as a system
+    prompt, takes none)."""
 
     def __init__(
         self,

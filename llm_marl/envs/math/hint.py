@@ -57,8 +57,8 @@ model, ``OpenAIPolicy`` or vLLM). Evaluation: :func:`llm_marl.eval.math.math_eva
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from llm_marl.envs.base import Task, Transition
 from llm_marl.envs.math.env import MathEnv, check_math_task
@@ -73,9 +73,7 @@ class MathHintEnv(MathEnv):
     collaborator = "hint"
     default_prompts = HINT_PROMPTS
     prompt_fields = {
-        "hint_system": frozenset(),
         "hint_user": frozenset({"problem"}),
-        "actor_system": frozenset(),
         "actor_user": frozenset({"problem", "hint"}),
     }
     max_steps = 2
@@ -85,14 +83,8 @@ class MathHintEnv(MathEnv):
         tasks: Iterable[Task] | None = None,
         *,
         hint_prompt: str = "rewrite",
-        dataset: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
-        split: str | None = None,
-        limit: int | None = None,
         prompts: Mapping[str, str | None] | None = None,
-        format_weight: float = 0.0,
-        require_boxed: bool = False,
-        grading_timeout: float | None = None,
-        render_mode: str | None = None,
+        **kwargs: Any,
     ) -> None:
         """``hint_prompt``: ``"rewrite"`` (AgentPO's released prompt, the default) or
         ``"hint"`` (its backup); an explicit ``prompts["hint_system"]`` wins over it. The other
@@ -103,17 +95,8 @@ class MathHintEnv(MathEnv):
                 f"{hint_prompt!r}"
             )
         self.hint_prompt = hint_prompt
-        super().__init__(
-            tasks,
-            dataset=dataset,
-            split=split,
-            limit=limit,
-            prompts={"hint_system": HINT_SYSTEMS[hint_prompt], **(prompts or {})},
-            format_weight=format_weight,
-            require_boxed=require_boxed,
-            grading_timeout=grading_timeout,
-            render_mode=render_mode,
-        )
+        prompts = {"hint_system": HINT_SYSTEMS[hint_prompt], **(prompts or {})}
+        super().__init__(tasks, prompts=prompts, **kwargs)
 
     def setup_episode(self, task: Task) -> None:
         check_math_task(task, type(self).__name__)

@@ -54,7 +54,7 @@ class MathSingleEnv(MathEnv):
     possible_agents = ["actor"]
     collaborator = None
     default_prompts = SINGLE_PROMPTS
-    prompt_fields = {"actor_system": frozenset(), "actor_user": frozenset({"problem"})}
+    prompt_fields = {"actor_user": frozenset({"problem"})}
     max_steps = 1
 
     def setup_episode(self, task: Task) -> None:

@@ -221,6 +221,11 @@ class _SearchEnv(LLMParallelEnv, abstract=True):
             )
         return question
 
+    def brief_web_agent(self, agent: str, instructions: str) -> None:
+        """Post ``agent``'s system prompt: ``instructions``, then how to call the web tools."""
+        listing = mcp_tool_listing(self.web_tools.tools.values())
+        self.say(agent, f"{instructions}\n\n{listing}", role="system")
+
     def run_tools(self, agent: str, parsed: ParsedCalls) -> None:
         """Run the agent's valid web calls and post every result or error as a tool message."""
         for item in parsed.items:
@@ -373,13 +378,11 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
         self.worker_turns = 0
         self.pending_call = call.id
         self.spawn("worker", parent="planner")
-        self.say(
+        self.brief_web_agent(
             "worker",
             "You are a worker agent. Use the search and browse tools to complete the subtask, "
             f"at most {self.max_worker_turns} tool turns. Then reply without a tool call: your "
-            "reply is your report to the planner.\n\n"
-            + mcp_tool_listing(self.web_tools.tools.values()),
-            role="system",
+            "reply is your report to the planner.",
         )
         self.say("worker", str(call.arguments["subtask"]))
 
@@ -425,13 +428,11 @@ class WebSearchSingleEnv(_SearchEnv):
     def setup_episode(self, task: Task) -> None:
         question = self.setup_question(task)
         self.format_scores: list[float] = []
-        self.say(
+        self.brief_web_agent(
             "agent",
             "Answer the question. Use the search and browse tools (at most "
             f"{self.max_turns - 1} tool turns); when you know the answer, reply without a tool "
-            "call and put the answer in \\boxed{}.\n\n"
-            + mcp_tool_listing(self.web_tools.tools.values()),
-            role="system",
+            "call and put the answer in \\boxed{}.",
         )
         self.say("agent", question)
         self.set_active(["agent"])

@@ -31,11 +31,14 @@ Tasks
 
 from __future__ import annotations
 
-from llm_marl.envs.base import LLMParallelEnv, Task, Transition
+from typing import Any
+
+from llm_marl.envs.base import Task, Transition
+from llm_marl.envs.toy.game import DigitGame
 from llm_marl.envs.toy.parsing import check_target, first_symbol
 
 
-class CoordinationEnv(LLMParallelEnv):
+class CoordinationEnv(DigitGame):
     """Two agents pick digits that must add up to the target (see the module docstring)."""
 
     metadata = {"name": "coordination-v0"}
@@ -43,20 +46,10 @@ class CoordinationEnv(LLMParallelEnv):
     max_steps = 1
 
     def __init__(
-        self,
-        tasks: list[Task] | None = None,
-        *,
-        num_symbols: int = 3,
-        format_weight: float = 0.2,
-        render_mode: str | None = None,
+        self, tasks: list[Task] | None = None, *, num_symbols: int = 3, **kwargs: Any
     ) -> None:
-        if not 2 <= num_symbols <= 10:
-            raise ValueError(f"num_symbols must be in 2..10 (digits), got {num_symbols}")
-        if not 0.0 <= format_weight < 1.0:
-            raise ValueError(f"format_weight must be in [0, 1), got {format_weight}")
-        self.num_symbols = num_symbols
-        self.format_weight = format_weight
-        super().__init__(tasks, render_mode=render_mode)
+        """The arguments are :class:`~llm_marl.envs.toy.game.DigitGame`'s."""
+        super().__init__(tasks, num_symbols=num_symbols, **kwargs)
 
     def default_tasks(self) -> list[Task]:
         return [
@@ -69,7 +62,7 @@ class CoordinationEnv(LLMParallelEnv):
         n = self.num_symbols
         targets = [int(t["target"]) for t in self.tasks]
         p = sum(sum(1 for a in range(n) if 0 <= t - a < n) / n**2 for t in targets) / len(targets)
-        return self.format_weight + (1 - self.format_weight) * p
+        return self._reward(1.0, p)
 
     def setup_episode(self, task: Task) -> None:
         target = check_target(task, 2 * (self.num_symbols - 1), type(self).__name__)
@@ -85,12 +78,6 @@ class CoordinationEnv(LLMParallelEnv):
         answers = {a: first_symbol(text, self.num_symbols) for a, text in actions.items()}
         digits = [v for v in answers.values() if v is not None]
         fmt = len(digits) / len(answers)
-        success = float(len(digits) == len(answers) and sum(digits) == int(self.task["target"]))
-        w = self.format_weight
-        return Transition(
-            reward=w * fmt + (1 - w) * success,
-            components={"format": fmt, "success": success},
-            done=True,
-            infos={a: {"answer": v, "malformed": v is None} for a, v in answers.items()},
-            success=bool(success),
-        )
+        success = len(digits) == len(answers) and sum(digits) == int(self.task["target"])
+        infos = {a: {"answer": v, "malformed": v is None} for a, v in answers.items()}
+        return self._final(fmt, success, infos)

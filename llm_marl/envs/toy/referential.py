@@ -35,11 +35,14 @@ Tasks
 
 from __future__ import annotations
 
-from llm_marl.envs.base import LLMParallelEnv, Task, Transition
+from typing import Any
+
+from llm_marl.envs.base import Task, Transition
+from llm_marl.envs.toy.game import DigitGame
 from llm_marl.envs.toy.parsing import check_target, first_symbol
 
 
-class ReferentialEnv(LLMParallelEnv):
+class ReferentialEnv(DigitGame):
     """A speaker describes a target digit; a listener must name it (see the module docstring)."""
 
     metadata = {"name": "referential-v0"}
@@ -51,20 +54,15 @@ class ReferentialEnv(LLMParallelEnv):
         tasks: list[Task] | None = None,
         *,
         num_symbols: int = 4,
-        format_weight: float = 0.2,
         max_message_chars: int = 16,
-        render_mode: str | None = None,
+        **kwargs: Any,
     ) -> None:
-        if not 2 <= num_symbols <= 10:
-            raise ValueError(f"num_symbols must be in 2..10 (digits), got {num_symbols}")
-        if not 0.0 <= format_weight < 1.0:
-            raise ValueError(f"format_weight must be in [0, 1), got {format_weight}")
+        """``max_message_chars``: the listener reads the first this many characters of the
+        speaker's message. The other arguments are :class:`~llm_marl.envs.toy.game.DigitGame`'s."""
         if max_message_chars < 1:
             raise ValueError(f"max_message_chars must be >= 1, got {max_message_chars}")
-        self.num_symbols = num_symbols
-        self.format_weight = format_weight
         self.max_message_chars = max_message_chars
-        super().__init__(tasks, render_mode=render_mode)
+        super().__init__(tasks, num_symbols=num_symbols, **kwargs)
 
     def default_tasks(self) -> list[Task]:
         return [
@@ -73,7 +71,7 @@ class ReferentialEnv(LLMParallelEnv):
 
     def chance_level(self) -> float:
         """Expected reward of a listener guessing uniformly among valid answers."""
-        return self.format_weight + (1 - self.format_weight) / self.num_symbols
+        return self._reward(1.0, 1 / self.num_symbols)
 
     def setup_episode(self, task: Task) -> None:
         target = check_target(task, self.num_symbols - 1, type(self).__name__)
@@ -95,13 +93,5 @@ class ReferentialEnv(LLMParallelEnv):
             self.set_active(["listener"])
             return Transition()
         answer = first_symbol(actions["listener"], self.num_symbols)
-        valid = float(answer is not None)
-        success = float(answer == int(self.task["target"]))
-        w = self.format_weight
-        return Transition(
-            reward=w * valid + (1 - w) * success,
-            components={"format": valid, "success": success},
-            done=True,
-            infos={"listener": {"answer": answer, "malformed": answer is None}},
-            success=bool(success),
-        )
+        infos = {"listener": {"answer": answer, "malformed": answer is None}}
+        return self._final(float(answer is not None), answer == int(self.task["target"]), infos)

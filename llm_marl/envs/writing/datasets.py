@@ -32,9 +32,6 @@ Splits (``split=``)
 
 from __future__ import annotations
 
-import re
-import threading
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,16 +39,16 @@ from typing import Any
 
 from llm_marl.data.loading import (
     DATA_DIR_ENV,
+    Loaded,
+    TaskCache,
     data_dir,
-    data_dir_key,
     load_records,
-    looks_like_hub_id,
+    load_split_tasks,
+    warn_user,
 )
 from llm_marl.errors import DataError
 
 DATA = Path(__file__).parent / "data"
-SPLITS = ("all", "train", "eval")
-_SLICE_RE = re.compile(r"^\[?\s*(-?\d*)\s*:\s*(-?\d*)\s*\]?$")
 
 
 @dataclass(frozen=True)
@@ -103,8 +100,7 @@ DATASETS: dict[str, WritingData] = {
     ),
 }
 
-_cache: dict[tuple[Any, ...], tuple[list[dict[str, Any]], str, WritingData]] = {}
-_lock = threading.Lock()
+_cache: TaskCache[Loaded] = TaskCache()
 
 
 def load_writing_tasks(
@@ -122,44 +118,21 @@ def load_writing_tasks(
     """
     if kind not in ("tldr", "arxiv"):
         raise ValueError(f"unknown writing task kind {kind!r}; use 'tldr' or 'arxiv'")
-    if not isinstance(split, str):
-        raise TypeError(f"split must be a str, got {type(split).__name__}")
-    info = DATASETS[kind]
-    if dataset is not None and not isinstance(dataset, (str, Path)):
-        records = [dict(r) for r in dataset]
-        tasks = _normalise(records, kind, "the given task list")
-        return _select(tasks, split, info), "tasks given by the caller"
     if dataset is not None and str(dataset) in DATASETS and DATASETS[str(dataset)].kind != kind:
         raise DataError(f"dataset {str(dataset)!r} holds {DATASETS[str(dataset)].kind} tasks")
-    hub = (
-        looks_like_hub_id(dataset, DATASETS) and split not in SPLITS and not _SLICE_RE.match(split)
+    return load_split_tasks(
+        kind,
+        dataset,
+        split,
+        rules=DATASETS[kind],
+        names=DATASETS,
+        cache=_cache,
+        default=lambda name: _default(DATASETS[name or kind]),
+        check=lambda records, source: _normalise(records, kind, source),
     )
-    key = (kind, str(dataset), split if hub else None, data_dir_key())
-    with _lock:
-        if key not in _cache:
-            _cache[key] = _load(kind, dataset, split if hub else None)
-        tasks, source, info = _cache[key]
-    if not hub:
-        tasks = _select(tasks, split, info)
-    return [dict(t) for t in tasks], source
 
 
 # ---------------------------------------------------------------------------------- internals
-
-
-def _load(
-    kind: str, dataset: str | Path | None, hub_split: str | None
-) -> tuple[list[dict[str, Any]], str, WritingData]:
-    info = DATASETS[str(dataset)] if dataset is not None and str(dataset) in DATASETS else None
-    if dataset is None or info is not None:
-        return _default(info or DATASETS[kind])
-    if looks_like_hub_id(dataset, DATASETS):
-        split = hub_split or "train"
-        records = load_records(str(dataset), split=split)
-        source = f"{dataset} (Hugging Face, split {split!r})"
-    else:
-        records, source = load_records(dataset), str(dataset)
-    return _normalise(records, kind, source), source, DATASETS[kind]
 
 
 def _default(info: WritingData) -> tuple[list[dict[str, Any]], str, WritingData]:
@@ -172,12 +145,10 @@ def _default(info: WritingData) -> tuple[list[dict[str, Any]], str, WritingData]
         path = directory / info.local_file
         return _normalise(load_records(path), info.kind, str(path)), str(path), info
     sample = DATASETS[info.sample]
-    warnings.warn(
+    warn_user(
         f"{info.title} not found at ${DATA_DIR_ENV}/{info.local_file}; using {sample.title} "
         f"instead. For the real data set ${DATA_DIR_ENV} to a directory holding "
         f"{info.local_file}, or pass dataset='path/to/file'.",
-        UserWarning,
-        stacklevel=6,
     )
     tasks, _, _ = _default(sample)
     return tasks, f"{sample.title} ({info.title} not found)", sample
@@ -264,23 +235,3 @@ def _arxiv_task(record: Mapping[str, Any], task_id: str, source: str, i: int) ->
         "abstract": " ".join(abstract.split()),  # arXiv's hard line breaks, joined
         "reference": None,
     }
-
-
-def _select(tasks: list[dict[str, Any]], split: str, info: WritingData) -> list[dict[str, Any]]:
-    if split == "all":
-        chosen = tasks
-    elif split in ("train", "eval"):
-        held_out = set(range(len(tasks))[info.eval_rows])
-        chosen = [t for i, t in enumerate(tasks) if (i in held_out) == (split == "eval")]
-    elif m := _SLICE_RE.match(split):
-        start = int(m.group(1)) if m.group(1) else None
-        stop = int(m.group(2)) if m.group(2) else None
-        chosen = tasks[start:stop]
-    else:
-        raise DataError(
-            f"unknown split {split!r}: use 'all', 'train', 'eval' or a slice like '100:' "
-            "(hub split specs such as 'test[:1100]' only apply to Hugging Face ids)"
-        )
-    if not chosen:
-        raise DataError(f"split {split!r} of {info.title} is empty ({len(tasks)} tasks loaded)")
-    return chosen

@@ -79,9 +79,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from llm_marl.envs.base import LLMParallelEnv, Task, Transition
+from llm_marl.envs.settings import coerce_settings
 from llm_marl.envs.writing import prompts
 from llm_marl.envs.writing.datasets import load_writing_tasks
-from llm_marl.envs.writing.guards import GuardConfig, check_guards, coerce_settings
+from llm_marl.envs.writing.guards import GuardConfig, check_guards
 from llm_marl.envs.writing.lexical import ARXIV, TLDR, LexicalScore, LexicalSpec, lexical_reward
 
 Scorer = Callable[[Task, str, str], float]

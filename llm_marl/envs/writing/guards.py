@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from typing import Any
 
+from llm_marl.envs.settings import coerce_settings
 from llm_marl.envs.writing.lexical import TRANSITION_WORDS
 
 __all__ = [
@@ -51,7 +52,6 @@ __all__ = [
     "transition_use",
 ]
 
-_C = TypeVar("_C")
 _WORD_RE = re.compile(r"\w+")
 _PHRASES = sorted({p for ps in TRANSITION_WORDS.values() for p in ps}, key=len, reverse=True)
 _TRANSITION_RE = re.compile(r"\b(?:" + "|".join(re.escape(p) for p in _PHRASES) + r")\b")
@@ -91,22 +91,6 @@ class GuardConfig:
     def coerce(cls, value: GuardConfig | dict[str, Any] | None) -> GuardConfig:
         """``None`` (the defaults), an instance, or a dict of its fields."""
         return coerce_settings(cls, value, "guard")
-
-
-def coerce_settings(cls: type[_C], value: _C | dict[str, Any] | None, what: str) -> _C:
-    """A settings dataclass from ``None`` (its defaults), an instance, or a dict of its fields;
-    an unknown field or another type raises naming the accepted ones."""
-    if value is None:
-        return cls()
-    if isinstance(value, cls):
-        return value
-    if isinstance(value, dict):
-        known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-        unknown = sorted(set(value) - known)
-        if unknown:
-            raise ValueError(f"unknown {what} settings {unknown}; known: {sorted(known)}")
-        return cls(**value)
-    raise TypeError(f"{what} must be a {cls.__name__}, a dict or None, got {type(value).__name__}")
 
 
 def _words(text: str) -> list[str]:

@@ -10,6 +10,7 @@ import pytest
 import llm_marl
 from llm_marl.envs.coding.env import CodeCollabEnv, CodeSingleEnv
 from llm_marl.envs.vector import VectorEnv
+from llm_marl.errors import ConfigError
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +219,7 @@ def test_reward_weights_are_configurable(sandbox):
         env, task, {"helper": task["reference_aux"], "main": task["reference_main"]}
     )
     assert rewards["main"] == pytest.approx(1.0)
-    with pytest.raises(TypeError, match="unknown reward weights"):
+    with pytest.raises(ConfigError, match="unknown reward settings"):
         _sample_env(sandbox, reward={"bonus": 1.0})
 
 

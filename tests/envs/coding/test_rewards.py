@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llm_marl.envs.coding.rewards import CodeFacts, CodeRewardConfig, code_reward
+from llm_marl.errors import ConfigError
 
 CFG = CodeRewardConfig()
 PERFECT = CodeFacts(
@@ -82,7 +83,7 @@ def test_components_sum_to_the_reward_and_normalize_scales_to_one():
 def test_coerce_accepts_dicts_and_rejects_typos():
     assert CodeRewardConfig.coerce({"tests": 2.0}).tests == 2.0
     assert CodeRewardConfig.coerce(None) == CFG
-    with pytest.raises(TypeError, match="unknown reward weights"):
+    with pytest.raises(ConfigError, match="unknown reward settings"):
         CodeRewardConfig.coerce({"test": 2.0})
     with pytest.raises(TypeError, match="must be a number"):
         CodeRewardConfig(tests="1")  # type: ignore[arg-type]
