@@ -34,9 +34,14 @@ Reward (joint, at the end; components in ``infos[agent]["reward_components"]``)
     official config (0.9 / 0.1: ``reward_kwargs`` of
     ``examples/sglang_multiturn/config/simpleqa_multiturn_rm_batch_grpo_agent.yaml``, combined as
     in ``verl/workers/reward_manager/tool.py`` of github.com/mzf666/MATPO); ``accuracy`` is
-    ``em`` (default) or ``f1`` (the official code asks an LLM judge instead; the env does not).
-    The step reward is ``reward=`` (``"matpo"`` by default, or ``"em"`` / ``"f1"``).
-    ``success`` is ``em == 1``. A malformed tool call, unknown tool or bad arguments is the
+    ``em`` (default), ``f1`` or ``judge``: an LLM judge, as the official code grades (there
+    gpt-4o-mini). ``judge=`` is any callable ``(question, answer, golds) -> float in [0, 1]``,
+    e.g. :class:`llm_marl.eval.search.AnswerJudge` over any frozen policy (its rubric is
+    documented there); with a judge its verdict is also the component ``judge``, and a judge
+    that fails or returns something outside [0, 1] truncates the episode like any other
+    infrastructure failure (never scored). The step reward is ``reward=`` (``"matpo"`` by
+    default, or ``"em"`` / ``"f1"``). ``success`` is ``em == 1`` (the judge's verdict with
+    ``accuracy="judge"``). A malformed tool call, unknown tool or bad arguments is the
     agent's fault: it gets an error message and the format score drops. A failure of the search
     engine or of the offline site (:class:`~llm_marl.errors.InfrastructureError`) truncates the
     episode with ``infos[agent]["error"]``; it is never scored.
@@ -70,7 +75,7 @@ Version history: v0 (this release).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from llm_marl.envs.base import LLMParallelEnv, Task, Transition
@@ -78,7 +83,7 @@ from llm_marl.envs.search.answers import exact_match, extract_answer, token_f1
 from llm_marl.envs.search.base import SpawningEnv
 from llm_marl.envs.search.datasets import load_search_data
 from llm_marl.envs.search.tools import LiveWeb, OfflineWeb
-from llm_marl.errors import DataError
+from llm_marl.errors import DataError, InfrastructureError
 from llm_marl.tools.browse import Browser, browse_tool
 from llm_marl.tools.calls import ParsedCalls, Tool, Toolbox, ToolCall, mcp_tool_listing
 from llm_marl.tools.search import Document, SearchEngine, load_corpus, search_tool
@@ -157,13 +162,20 @@ class _SearchEnv(LLMParallelEnv, abstract=True):
         accuracy: str = "em",
         accuracy_weight: float = 0.9,
         format_weight: float = 0.1,
+        judge: Callable[[str, str, Sequence[str]], float] | None = None,
         max_steps: int | None = None,
         render_mode: str | None = None,
     ) -> None:
         if reward not in REWARDS:
             raise ValueError(f"reward must be one of {REWARDS}, got {reward!r}")
-        if accuracy not in ("em", "f1"):
-            raise ValueError(f"accuracy must be 'em' or 'f1', got {accuracy!r}")
+        if accuracy not in ("em", "f1", "judge"):
+            raise ValueError(f"accuracy must be 'em', 'f1' or 'judge', got {accuracy!r}")
+        if judge is not None and not callable(judge):
+            raise TypeError(f"judge must be callable, got {type(judge).__name__}")
+        if accuracy == "judge" and judge is None:
+            raise ValueError(
+                "accuracy='judge' needs judge=: e.g. llm_marl.eval.search.AnswerJudge(policy)"
+            )
         for name, value in (
             ("search_k", search_k),
             ("max_tool_output_tokens", max_tool_output_tokens),
@@ -187,6 +199,7 @@ class _SearchEnv(LLMParallelEnv, abstract=True):
             )
         self.reward = reward
         self.accuracy = accuracy
+        self.judge = judge
         self.accuracy_weight = float(accuracy_weight)
         self.format_weight = float(format_weight)
         self.max_tool_output_tokens = max_tool_output_tokens
@@ -250,16 +263,32 @@ class _SearchEnv(LLMParallelEnv, abstract=True):
         em = exact_match(answer, golds)
         f1 = token_f1(answer, golds)
         fmt = sum(format_scores) / len(format_scores) if format_scores else 1.0
-        accuracy = em if self.accuracy == "em" else f1
-        matpo = self.accuracy_weight * accuracy + self.format_weight * fmt
-        components = {"em": em, "f1": f1, "format": fmt, "accuracy": accuracy, "matpo": matpo}
+        components = {"em": em, "f1": f1, "format": fmt}
+        if self.judge is not None:
+            components["judge"] = self._judged(answer, golds)
+        accuracy = components[self.accuracy]
+        components["accuracy"] = accuracy
+        components["matpo"] = self.accuracy_weight * accuracy + self.format_weight * fmt
         return Transition(
             reward=components[self.reward],
             components=components,
             done=True,
-            success=em == 1.0,
+            success=(accuracy == 1.0) if self.accuracy == "judge" else em == 1.0,
             infos={a: {"answer": answer} for a in self.possible_agents},
         )
+
+    def _judged(self, answer: str, golds: list[str]) -> float:
+        """The judge's verdict; its failures are infrastructure failures, never the agent's."""
+        assert self.judge is not None
+        try:
+            verdict = float(self.judge(self.task["question"], answer, golds))
+        except Exception as err:  # noqa: BLE001  (a judge is user code or a remote model)
+            raise InfrastructureError(f"the answer judge failed: {err!r}") from err
+        if not 0.0 <= verdict <= 1.0:  # NaN fails this too
+            raise InfrastructureError(
+                f"the answer judge returned {verdict!r}, not a score in [0, 1]"
+            )
+        return verdict
 
 
 def _format_score(parsed: ParsedCalls, scores: list[float]) -> None:
