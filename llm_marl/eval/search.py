@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
+from llm_marl.eval.judge import FrozenJudge
 from llm_marl.policies.base import Policy, SamplingParams
 
 __all__ = ["ANSWER_RUBRIC", "AnswerJudge"]
@@ -39,7 +39,7 @@ _MAX_QUESTION = 2000
 _MAX_ANSWER = 1000
 
 
-class AnswerJudge:
+class AnswerJudge(FrozenJudge):
     """A frozen policy deciding whether an answer matches the gold ones (a search env's ``judge``).
 
     Args:
@@ -51,6 +51,9 @@ class AnswerJudge:
     characters of the reply are read; the first ``CORRECT`` / ``INCORRECT`` in them decides.
     """
 
+    max_new_tokens = 8
+    reply_chars = 200
+
     def __init__(
         self,
         policy: Policy,
@@ -58,14 +61,7 @@ class AnswerJudge:
         rubric: str = ANSWER_RUBRIC,
         sampling: SamplingParams | None = None,
     ) -> None:
-        if not hasattr(policy, "generate"):
-            raise TypeError(f"policy must be a Policy (with generate), got {type(policy).__name__}")
-        if getattr(policy, "trainable", False):
-            raise ValueError("the judge must be a frozen policy (trainable=False)")
-        self.policy = policy
-        self.rubric = rubric
-        self.sampling = sampling or SamplingParams(max_new_tokens=8, temperature=0.0)
-        self.unparsed = 0
+        super().__init__(policy, rubric=rubric, sampling=sampling)
 
     def prompt(self, question: str, prediction: str, golds: Sequence[str]) -> str:
         gold = "\n".join(f"- {g[:_MAX_ANSWER]}" for g in list(golds)[:16])
@@ -77,11 +73,7 @@ class AnswerJudge:
     def __call__(self, question: str, prediction: str, golds: Sequence[str]) -> float:
         if not prediction.strip():
             return 0.0  # nothing to grade: never ask (nor pay) the judge
-        conv: list[dict[str, Any]] = [
-            {"role": "user", "content": self.prompt(question, prediction, golds)}
-        ]
-        reply = self.policy.generate([conv], self.sampling)[0].text[:200]
-        match = _VERDICT_RE.search(reply)
+        match = _VERDICT_RE.search(self.ask(self.prompt(question, prediction, golds)))
         if match is None:
             self.unparsed += 1
             return 0.0

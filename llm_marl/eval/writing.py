@@ -38,6 +38,7 @@ from llm_marl.envs.base import Task
 from llm_marl.errors import ConfigError
 from llm_marl.eval.evaluate import Benchmark, Column, EvalOptions
 from llm_marl.eval.family import Family, split_kwargs
+from llm_marl.eval.judge import FrozenJudge
 from llm_marl.eval.metrics import Record
 from llm_marl.policies.base import Policy, SamplingParams
 
@@ -82,7 +83,7 @@ Reply with one line: Score: <number>."""
 _SCORE_RE = re.compile(r"score\s*[:=]?\s*(10|[1-9])(?!\d)", re.IGNORECASE)
 
 
-class PolicyJudge:
+class PolicyJudge(FrozenJudge):
     """A frozen policy grading answers with :data:`JUDGE_RUBRIC`: a writing env's ``judge``.
 
     Args:
@@ -101,14 +102,7 @@ class PolicyJudge:
         rubric: str = JUDGE_RUBRIC,
         sampling: SamplingParams | None = None,
     ) -> None:
-        if not hasattr(policy, "generate"):
-            raise TypeError(f"policy must be a Policy (with generate), got {type(policy).__name__}")
-        if getattr(policy, "trainable", False):
-            raise ValueError("the judge must be a frozen policy (trainable=False)")
-        self.policy = policy
-        self.rubric = rubric
-        self.sampling = sampling or SamplingParams(max_new_tokens=16, temperature=0.0)
-        self.unparsed = 0
+        super().__init__(policy, rubric=rubric, sampling=sampling)
 
     def prompt(self, task: Task, part1: str, part2: str) -> str:
         source = task.get("post") or task.get("abstract") or task.get("prompt") or ""
@@ -118,9 +112,7 @@ class PolicyJudge:
         )
 
     def __call__(self, task: Task, part1: str, part2: str) -> float:
-        conv = [{"role": "user", "content": self.prompt(task, part1, part2)}]
-        reply = self.policy.generate([conv], self.sampling)[0].text[:400]
-        match = _SCORE_RE.search(reply)
+        match = _SCORE_RE.search(self.ask(self.prompt(task, part1, part2)))
         if match is None:
             self.unparsed += 1
             return 0.0

@@ -103,9 +103,9 @@ True
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from types import MappingProxyType
+from typing import Any
 
 from llm_marl.envs.base import Task, Transition
 from llm_marl.envs.math.env import check_math_task
@@ -209,20 +209,15 @@ class MathDebateEnv(MathTeamEnv):
         personas: bool = False,
         max_peer_chars: int = 2000,
         aggregate: str = "vote",
-        dataset: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
-        split: str | None = None,
-        limit: int | None = None,
-        prompts: Mapping[str, str | None] | None = None,
-        format_weight: float = 0.0,
-        require_boxed: bool = False,
-        grading_timeout: float | None = None,
-        render_mode: str | None = None,
+        **kwargs: Any,
     ) -> None:
         """``num_debaters`` (1-8), ``rounds`` (revision rounds, >= 0), ``topology``
         (``"full"``, ``"sparse"``, ``"centralized"``), ``personas``, ``max_peer_chars`` (> 0)
         and ``aggregate`` (``"vote"``, ``"first"``) are described in the module docstring; the
         other arguments are :class:`~llm_marl.envs.math.env.MathEnv`'s."""
         name = self.metadata["name"]
+        if "num_solvers" in kwargs:
+            raise TypeError(f"{name}: the number of debaters is num_debaters=, not num_solvers=")
         if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
             raise ValueError(f"{name}: rounds must be an int >= 0, got {rounds!r}")
         if topology not in TOPOLOGIES:
@@ -243,14 +238,7 @@ class MathDebateEnv(MathTeamEnv):
             tasks,
             num_solvers=num_debaters,
             aggregate=aggregate,
-            dataset=dataset,
-            split=split,
-            limit=limit,
-            prompts=prompts,
-            format_weight=format_weight,
-            require_boxed=require_boxed,
-            grading_timeout=grading_timeout,
-            render_mode=render_mode,
+            **kwargs,
         )
         self.max_steps = rounds + 2  # the guide, round 0, the revision rounds
         self.num_debaters = len(self.solvers)

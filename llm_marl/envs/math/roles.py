@@ -82,9 +82,9 @@ this topology. Or fold the solvers into the env with :class:`~llm_marl.rollout.F
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from types import MappingProxyType
+from typing import Any
 
 from llm_marl.envs.base import Task, Transition
 from llm_marl.envs.math.debate import DEFAULT_PERSONA
@@ -189,14 +189,7 @@ class MathRolesEnv(MathTeamEnv):
         num_solvers: int = 3,
         max_role_chars: int = 1000,
         aggregate: str = "vote",
-        dataset: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
-        split: str | None = None,
-        limit: int | None = None,
-        prompts: Mapping[str, str | None] | None = None,
-        format_weight: float = 0.0,
-        require_boxed: bool = False,
-        grading_timeout: float | None = None,
-        render_mode: str | None = None,
+        **kwargs: Any,
     ) -> None:
         """``num_solvers`` (1-8), ``max_role_chars`` (> 0) and ``aggregate`` (``"vote"``,
         ``"first"``) are described in the module docstring; the other arguments are
@@ -214,14 +207,7 @@ class MathRolesEnv(MathTeamEnv):
             tasks,
             num_solvers=num_solvers,
             aggregate=aggregate,
-            dataset=dataset,
-            split=split,
-            limit=limit,
-            prompts=prompts,
-            format_weight=format_weight,
-            require_boxed=require_boxed,
-            grading_timeout=grading_timeout,
-            render_mode=render_mode,
+            **kwargs,
         )
         self.num_solvers = len(self.solvers)
 

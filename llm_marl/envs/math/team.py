@@ -32,7 +32,6 @@ Infos on the final step
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -87,14 +86,7 @@ class MathTeamEnv(MathEnv, abstract=True):
         *,
         num_solvers: int | None = None,
         aggregate: str = "vote",
-        dataset: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
-        split: str | None = None,
-        limit: int | None = None,
-        prompts: Mapping[str, str | None] | None = None,
-        format_weight: float = 0.0,
-        require_boxed: bool = False,
-        grading_timeout: float | None = None,
-        render_mode: str | None = None,
+        **kwargs: Any,
     ) -> None:
         name = self.metadata["name"]
         n = self.default_solvers if num_solvers is None else num_solvers
@@ -112,14 +104,7 @@ class MathTeamEnv(MathEnv, abstract=True):
         self.possible_agents = [self.collaborator, *self.solvers]
         super().__init__(
             tasks,
-            dataset=dataset,
-            split=split,
-            limit=limit,
-            prompts=prompts,
-            format_weight=format_weight,
-            require_boxed=require_boxed,
-            grading_timeout=grading_timeout,
-            render_mode=render_mode,
+            **kwargs,
         )
 
     # ------------------------------------------------------------------ the team's verdict

@@ -461,3 +461,8 @@ def test_collect_plays_the_team_with_one_shared_frozen_policy(env_id):
         progress=False,
     )
     assert len(episodes) == 2 and all(len(e.trajectories[lead].turns) == 1 for e in episodes)
+
+
+def test_debate_names_its_solver_count_num_debaters():
+    with pytest.raises(TypeError, match="num_debaters="):
+        llm_marl.make("math_debate-v0", num_solvers=2)

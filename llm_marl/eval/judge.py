@@ -1,0 +1,50 @@
+"""What every LLM judge of the library shares: a frozen policy, a rubric, one greedy reply.
+
+The envs take a judge as a plain callable (they import no policy); the judges that turn a
+:class:`~llm_marl.policies.base.Policy` into such a callable live here, in the evaluation layer:
+:class:`~llm_marl.eval.writing.PolicyJudge` (co-writing, a 1-10 score) and
+:class:`~llm_marl.eval.search.AnswerJudge` (web search, correct or not). Each reads only the
+start of the reply, and a reply it cannot read scores 0 (counted in ``unparsed``): a judge that
+cannot grade never rewards.
+"""
+
+from __future__ import annotations
+
+from llm_marl.policies.base import Policy, SamplingParams
+
+__all__ = ["FrozenJudge"]
+
+
+class FrozenJudge:
+    """A frozen policy asked one question per call, with a rubric.
+
+    Args:
+        policy: any :class:`~llm_marl.policies.base.Policy` (it is never trained).
+        rubric: the grading instructions.
+        sampling: the judge's sampling (default greedy, ``max_new_tokens`` of the subclass).
+    """
+
+    max_new_tokens = 16
+    """Default reply budget (a verdict or a score is a few tokens)."""
+    reply_chars = 400
+    """Only this many characters of a reply are read."""
+
+    def __init__(
+        self, policy: Policy, *, rubric: str, sampling: SamplingParams | None = None
+    ) -> None:
+        if not hasattr(policy, "generate"):
+            raise TypeError(f"policy must be a Policy (with generate), got {type(policy).__name__}")
+        if getattr(policy, "trainable", False):
+            raise ValueError("the judge must be a frozen policy (trainable=False)")
+        self.policy = policy
+        self.rubric = rubric
+        self.sampling = sampling or SamplingParams(
+            max_new_tokens=self.max_new_tokens, temperature=0.0
+        )
+        self.unparsed = 0
+        """How many replies could not be read (each scored 0)."""
+
+    def ask(self, prompt: str) -> str:
+        """The start of the policy's reply to ``prompt``, as one user message."""
+        reply = self.policy.generate([[{"role": "user", "content": prompt}]], self.sampling)[0]
+        return reply.text[: self.reply_chars]
