@@ -14,7 +14,8 @@ def listener_reads(conversation):
 
 def test_hanging_server_marks_episodes_without_crashing(tiny_policy):
     with PolicyServer(tiny_policy, model_name="tiny") as server:
-        server.intercept = lambda n, body: server.stopping.wait(30) or (503, {}, {})
+        # Hang until the server stops, then answer 503 (wait() returns True once stopping).
+        server.intercept = lambda n, body: (server.stopping.wait(30), (503, {}, {}))[1]
         speaker = OpenAIPolicy("tiny", base_url=server.url, timeout=0.5, max_retries=0)
         start = time.monotonic()
         eps = collect(
