@@ -109,7 +109,7 @@ from typing import Any
 
 from llm_marl.envs.base import Task, Transition
 from llm_marl.envs.math.env import check_math_task
-from llm_marl.envs.math.team import MathTeamEnv, solver_names
+from llm_marl.envs.math.team import MathTeamEnv
 
 TOPOLOGIES = ("full", "sparse", "centralized")
 """Whom a debater reads in a revision round (``topology=``)."""
@@ -186,8 +186,6 @@ class MathDebateEnv(MathTeamEnv):
     collaborator = "coordinator"
     solver_prefix = "debater"
     default_solvers = 3
-    possible_agents = ["coordinator", *solver_names("debater", 3)]
-    actor = "debater_1"
     default_prompts = DEBATE_PROMPTS
     prompt_fields = {
         "coordinator_system": frozenset(),

@@ -90,7 +90,7 @@ from llm_marl.envs.base import Task, Transition
 from llm_marl.envs.math.debate import DEFAULT_PERSONA
 from llm_marl.envs.math.env import check_math_task
 from llm_marl.envs.math.prompts import ACTOR_SYSTEM, ACTOR_USER
-from llm_marl.envs.math.team import MathTeamEnv, solver_names
+from llm_marl.envs.math.team import MathTeamEnv
 
 ASSIGNER_SYSTEM = (
     "You coordinate a team of {solvers} math solvers who will each solve the problem below. "
@@ -171,8 +171,6 @@ class MathRolesEnv(MathTeamEnv):
     collaborator = "assigner"
     solver_prefix = "solver"
     default_solvers = 3
-    possible_agents = ["assigner", *solver_names("solver", 3)]
-    actor = "solver_1"
     default_prompts = ROLES_PROMPTS
     prompt_fields = {
         "assigner_system": frozenset({"solvers"}),

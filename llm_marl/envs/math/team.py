@@ -72,13 +72,23 @@ class MathTeamEnv(MathEnv, abstract=True):
 
     Subclasses set ``collaborator``, ``solver_prefix``, ``default_solvers`` and the
     :class:`~llm_marl.envs.math.env.MathEnv` class attributes, and end their episodes with
-    :meth:`_grade_team`.
+    :meth:`_grade_team`. The class-level ``possible_agents`` (the default team) and ``actor``
+    (the first solver) follow from those three.
     """
 
     solver_prefix: ClassVar[str] = "solver"
     """Solvers are ``<solver_prefix>_1`` ... ``<solver_prefix>_N``."""
     default_solvers: ClassVar[int] = 3
     """``num_solvers`` when none is given."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.collaborator is not None:
+            cls.possible_agents = [
+                cls.collaborator,
+                *solver_names(cls.solver_prefix, cls.default_solvers),
+            ]
+            cls.actor = f"{cls.solver_prefix}_1"
 
     def __init__(
         self,
