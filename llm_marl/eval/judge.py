@@ -5,7 +5,9 @@ The envs take a judge as a plain callable (they import no policy); the judges th
 :class:`~llm_marl.eval.writing.PolicyJudge` (co-writing, a 1-10 score) and
 :class:`~llm_marl.eval.search.AnswerJudge` (web search, correct or not). Each reads only the
 start of the reply, and a reply it cannot read scores 0 (counted in ``unparsed``): a judge that
-cannot grade never rewards.
+cannot grade never rewards. :class:`~llm_marl.eval.coding.CodeExpert` (the coding envs' expert,
+which suggests edits instead of grading) is one too: the env writes its whole request, so it
+passes the conversation on through :meth:`FrozenJudge.reply`.
 """
 
 from __future__ import annotations
@@ -46,5 +48,9 @@ class FrozenJudge:
 
     def ask(self, prompt: str) -> str:
         """The start of the policy's reply to ``prompt``, as one user message."""
-        reply = self.policy.generate([[{"role": "user", "content": prompt}]], self.sampling)[0]
-        return reply.text[: self.reply_chars]
+        return self.reply([{"role": "user", "content": prompt}])
+
+    def reply(self, conversation: list[dict[str, str]]) -> str:
+        """The start (:attr:`reply_chars`) of the policy's reply to a whole conversation."""
+        completion = self.policy.generate([conversation], self.sampling)[0]
+        return completion.text[: self.reply_chars]

@@ -6,7 +6,8 @@
   resolved from a preset, a YAML/JSON file and command-line flags by :func:`parse_run_config`
   (or :func:`preset_config` from Python), saved next to the run by :func:`save_run_config`, and
   trained by :func:`run` (what ``llm-marl train`` does).
-* :class:`PoliciesConfig` / :func:`build_policies` — which model plays each agent.
+* :class:`PoliciesConfig` / :func:`build_policies` — which model plays each agent;
+  :func:`attach_expert` — the coding envs' expert from ``policies.expert``.
 * :mod:`~llm_marl.train.presets` — toy and paper hyperparameters as data;
   :mod:`~llm_marl.train.algorithms` — the ``--algo`` registry.
 * :mod:`~llm_marl.train.config` — the generic dataclass <-> command line / file parser.
@@ -20,6 +21,7 @@ from llm_marl.train.presets import Preset, preset, register_preset
 from llm_marl.train.run import (
     FrozenWeights,
     RunConfig,
+    attach_expert,
     build_policies,
     parse_run_config,
     preset_config,
@@ -42,6 +44,7 @@ __all__ = [
     "TrainResult",
     "Trainer",
     "TrainerConfig",
+    "attach_expert",
     "build_policies",
     "episode_metrics",
     "parse_run_config",

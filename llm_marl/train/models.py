@@ -46,6 +46,12 @@ class PoliciesConfig:
     ``openai:MODEL@URL`` (an OpenAI-compatible server, key from ``$OPENAI_API_KEY``),
     ``scripted:module:function`` (a Python function of the conversation). Every other agent is
     trainable."""
+    expert: str | None = None
+    """The coding envs' expert (with ``trainer.env_kwargs.feedback: expert``): a policy spec
+    (``hf:PATH``, ``openai:MODEL@URL``, ``vllm:PATH``, ``scripted:MODULE:FUNCTION``; see
+    :mod:`llm_marl.policies.factory`) made into a :class:`~llm_marl.eval.coding.CodeExpert`,
+    which reads each round's failing program and suggests edits (MAGRPO reference code's
+    ``expert_edits``; DeepSeek-Coder there). Frozen, never trained, not an agent."""
     share: bool = False
     """One policy object plays every trainable agent (parameter sharing: one model, one
     optimizer; MATPO's planner and workers)."""
@@ -84,6 +90,10 @@ class PoliciesConfig:
             )
         for agent, spec in self.frozen.items():
             _check_spec(agent, spec)
+        if self.expert is not None:
+            from llm_marl.policies.factory import parse_policy_spec
+
+            parse_policy_spec(self.expert)  # a malformed spec fails here, before any model
 
 
 # ---------------------------------------------------------------------------------------- tiny

@@ -43,6 +43,7 @@ __all__ = [
     "CONFIG_FILE",
     "FrozenWeights",
     "RunConfig",
+    "attach_expert",
     "build_policies",
     "parse_run_config",
     "preset_config",
@@ -363,11 +364,50 @@ def _digest(model: Any) -> dict[str, str]:
     return out
 
 
+def attach_expert(config: RunConfig) -> RunConfig:
+    """``config`` with its coding expert built: ``policies.expert`` made into a
+    :class:`~llm_marl.eval.coding.CodeExpert` and passed to the envs as ``env_kwargs["expert"]``.
+
+    The expert object lives only in the returned config (the saved ``config.yaml`` keeps the
+    spec). Raises :class:`~llm_marl.errors.ConfigError` when ``policies.expert`` and
+    ``trainer.env_kwargs.feedback`` disagree (one is set without the other).
+    """
+    spec, kwargs = config.policies.expert, config.trainer.env_kwargs
+    wants = kwargs.get("feedback") == "expert"
+    if spec is None:
+        if wants and "expert" not in kwargs:
+            raise ConfigError(
+                "trainer.env_kwargs.feedback is 'expert' but no expert is set: pass "
+                "--policies.expert SPEC (hf:PATH, openai:MODEL@URL, vllm:PATH or "
+                "scripted:MODULE:FUNCTION)"
+            )
+        return config
+    if not wants:
+        raise ConfigError(
+            f"policies.expert is set ({spec!r}) but trainer.env_kwargs.feedback is not "
+            "'expert', so nobody would ask it: add --trainer.env_kwargs.feedback expert "
+            "(coding envs with num_rounds > 1)"
+        )
+    if "expert" in kwargs:
+        raise ConfigError("set the expert once: policies.expert or trainer.env_kwargs.expert")
+    from llm_marl.eval.coding import CodeExpert
+    from llm_marl.policies.factory import build_policy
+
+    policy = build_policy(
+        spec, name="expert", device=config.policies.device, dtype=config.policies.dtype
+    )
+    trainer = dataclasses.replace(
+        config.trainer, env_kwargs={**kwargs, "expert": CodeExpert(policy)}
+    )
+    return dataclasses.replace(config, trainer=trainer)
+
+
 def run(config: RunConfig) -> TrainResult:
     """Train: save the config, build the policies and the algorithm, train, check the frozen."""
     from llm_marl.train.trainer import Trainer
 
     save_run_config(config)
+    config = attach_expert(config)
     policies = build_policies(config)
     algorithm = get_algorithm(config.algo).build(config.algorithm)
     trainer = Trainer(algorithm, policies, config.trainer)

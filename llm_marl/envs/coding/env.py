@@ -11,7 +11,8 @@ Roles
 Observation
     Each agent's own conversation: its role prompt with the problem (a function stub with a
     docstring), then, in multi-round mode, feedback after each round. An agent never sees its
-    partner's code nor any scoring test (Dec-POMDP).
+    partner's code nor any scoring test (Dec-POMDP); with ``feedback="expert"`` the expert
+    reads the whole program, so its edits may reflect the partner's code.
 Action
     Any text; the code is read out of it (Markdown fences, ``<think>`` blocks and prose are
     handled, see :mod:`~llm_marl.envs.coding.code_utils`) in time linear in its length; an answer
@@ -52,6 +53,24 @@ Multi-round (``num_rounds > 1``)
     ``feedback_fraction`` of them (default 0.25, at least one) are feedback tests, the others
     score. Scoring tests are never shown. Every round is rewarded on the scoring tests (MAGRPO
     trains on per-step returns). With ``num_rounds == 1`` all units score.
+Expert feedback (``feedback="expert"``, ``expert=``)
+    Instead of the env's report, an external model's edits, as in the reference code's
+    ``expert_edits`` mode (details and sources in :mod:`~llm_marl.envs.coding.expert`). After
+    every round but the last, ``expert`` (any callable ``conversation -> reply text``; any frozen
+    policy through :class:`llm_marl.eval.coding.CodeExpert`) is shown the problem, the program
+    as it ran, each agent's syntax error, the program's load or run error, and the feedback
+    tests that failed with their errors; never a scoring test, its source or its output. It
+    replies with one JSON object, ``{"aux": ..., "main": ...}`` (``{"main": ...}`` for one
+    coder), and **each agent reads its own edit** (the helper ``aux``, the main agent and the
+    coder ``main``), as in the reference code, cut to 4,000 characters (only the first 16,000
+    characters of a reply are read). An unreadable reply gives no edit
+    (``infos[agent]["expert_read"]`` is False); an expert that raises or returns no text
+    truncates the episode with ``infos[agent]["error"]``, unscored. The same request to the same
+    expert is answered once per process, so the env stays deterministic given its seed and the
+    actions (tree rollouts replay histories). With ``feedback_fraction=0`` no unit gives
+    feedback: the expert sees the code and its errors, no test (the reference expert sees the
+    code alone). Training: ``--trainer.env_kwargs.feedback expert
+    --policies.expert SPEC`` (a policy spec, see :mod:`llm_marl.policies.factory`).
 Scoring tests (``score_on=``)
     ``"all"`` (default, as in the paper): every unit scores, the prompt's examples included.
     ``"hidden"``: units whose answer the prompt shows do not score, so hard-coding the examples
@@ -98,6 +117,7 @@ from typing import TYPE_CHECKING, Any
 
 from llm_marl.envs.base import InfrastructureError, LLMParallelEnv, Task, Transition
 from llm_marl.envs.coding import code_utils as cu
+from llm_marl.envs.coding import expert as ex
 from llm_marl.envs.coding import prompts
 from llm_marl.envs.coding.datasets import load_tasks
 from llm_marl.envs.coding.rewards import CodeFacts, CodeRewardConfig, code_reward
@@ -109,6 +129,8 @@ if TYPE_CHECKING:
 
 AUX = prompts.AUX_NAME
 DEFAULT_FEEDBACK_FRACTION = 0.25
+FEEDBACK = ("tests", "expert")
+"""Feedback modes (``feedback=``): the env's test report, or an expert's edits."""
 ENV_NAMES = {"coophumaneval": "coop_humaneval", "humaneval": "humaneval", "mbpp": "mbpp"}
 
 
@@ -147,6 +169,13 @@ class CodeCollabEnv(LLMParallelEnv):
         reward: a :class:`~llm_marl.envs.coding.rewards.CodeRewardConfig` or a dict of weights.
         feedback_fraction: share of each task's test units shown as feedback in multi-round mode
             (default 0.25 when ``num_rounds > 1``, else 0: every unit scores).
+        feedback: what agents read between rounds: ``"tests"`` (default: the env's report on
+            the feedback tests) or ``"expert"`` (each agent's edit from ``expert``, who reads
+            the problem, the program and the failing feedback tests; see
+            :mod:`~llm_marl.envs.coding.expert`). Needs ``num_rounds > 1``.
+        expert: with ``feedback="expert"``: any callable ``conversation -> reply text``, e.g.
+            ``llm_marl.eval.coding.CodeExpert(policy)`` over any frozen policy, or a scripted
+            policy's function. It is called once per distinct request, from the env's thread.
         score_on: ``"all"`` (default) or ``"hidden"``: which test units score. ``"hidden"``
             leaves out the units whose answer the prompt shows (its docstring examples), so
             hard-coding them earns nothing; ``"all"`` is the default because it is what the
@@ -184,6 +213,8 @@ class CodeCollabEnv(LLMParallelEnv):
         score_on: str = "all",
         isolate_main: bool = True,
         timeout: float = 10.0,
+        feedback: str = "tests",
+        expert: ex.Expert | None = None,
         render_mode: str | None = None,
     ) -> None:
         benchmark = self.default_benchmark if benchmark is None else benchmark
@@ -204,6 +235,7 @@ class CodeCollabEnv(LLMParallelEnv):
             raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
         if score_on not in SCORE_ON:
             raise ValueError(f"score_on must be one of {SCORE_ON}, got {score_on!r}")
+        _check_feedback(feedback, expert, num_rounds)
         if isinstance(sandbox, str):
             if sandbox not in SANDBOX_KINDS:
                 raise ValueError(
@@ -224,6 +256,8 @@ class CodeCollabEnv(LLMParallelEnv):
         self.score_on = score_on
         self.isolate_main = bool(isolate_main)
         self.timeout = float(timeout)
+        self.feedback = feedback
+        self.expert = expert
         self.reward_config = CodeRewardConfig.coerce(reward)
         self._sandbox_spec = sandbox
         self._sandbox: Sandbox | None = None if isinstance(sandbox, str) else sandbox
@@ -333,7 +367,11 @@ class CodeCollabEnv(LLMParallelEnv):
         reward, components = code_reward(facts, self.reward_config, single_agent=self.single_agent)
 
         done = self.step_count >= self.num_rounds
-        if not done:
+        expert_read = None
+        if not done and self.feedback == "expert":
+            expert_read = self._give_expert_edits(subs, own_syntax, outcome, tests, program)
+            self.set_active(self.possible_agents)
+        elif not done:
             main_parses = main_block is not None and main_block.parses
             aux_called = facts.aux_called if main_parses and not self.single_agent else None
             self._give_feedback(subs, aux_called, own_syntax, ignored, outcome, tests, entry)
@@ -348,6 +386,8 @@ class CodeCollabEnv(LLMParallelEnv):
             "sandbox_status": outcome.status,
             "scored_on": tests.scored_on,
         }
+        if expert_read is not None:
+            shared["expert_read"] = expert_read
         own_fn = {"helper": AUX, "main": entry, "coder": entry}
         infos = {}
         for agent, sub in subs.items():
@@ -411,16 +451,7 @@ class CodeCollabEnv(LLMParallelEnv):
         return _Outcome(True, passed, errors, program_error, str(report.status))
 
     def _give_feedback(self, subs, aux_called, own_syntax, ignored, outcome, tests, entry) -> None:
-        failures = []
-        passed = 0
-        if outcome.ran:
-            for index in tests.feedback:
-                if outcome.passed.get(index, False):
-                    passed += 1
-                else:
-                    failures.append(
-                        (tests.suite.tests[index], _last_line(outcome.errors.get(index)))
-                    )
+        failures, passed = _feedback_results(outcome, tests)
         for agent, sub in subs.items():
             own_fn = AUX if agent == "helper" else entry
             partner = None if self.single_agent else ("main" if agent == "helper" else "helper")
@@ -446,6 +477,59 @@ class CodeCollabEnv(LLMParallelEnv):
                 own_oversized=sub.oversized,
             )
             self.say(agent, prompts.feedback_message(report))
+
+    def _give_expert_edits(self, subs, own_syntax, outcome, tests, program: str) -> bool:
+        """Ask the expert about this round's program; tell each agent its own edit.
+
+        The request is built from the feedback units only (see
+        :mod:`~llm_marl.envs.coding.expert`). Returns whether the reply could be read.
+        """
+        task = self.task
+        assert task is not None and self.expert is not None
+        entry = task["entry_point"]
+        failures, passed = _feedback_results(outcome, tests)
+        whose = {
+            "helper": f"The helper's code (`{AUX}`)",
+            "main": f"The main agent's code (`{entry}`)",
+            "coder": "The code",
+        }
+        problems = []
+        for agent, sub in subs.items():
+            own_fn = AUX if agent == "helper" else entry
+            if sub.oversized:
+                problems.append(f"{whose[agent]} was not read: the answer is far too long.")
+            elif own_syntax[agent]:
+                problems.append(
+                    f"{whose[agent]} has a syntax error: {prompts.clip_error(own_syntax[agent])}"
+                )
+            elif not sub.defines_with_return(own_fn):
+                problems.append(f"{whose[agent]} defines no `{own_fn}` that returns a value.")
+        if not outcome.ran:
+            problems.append(
+                f"The code was not run: that needs a `{entry}` that returns a value, and code "
+                "that parses."
+            )
+        facts = ex.ExpertFacts(
+            program=program,
+            problems=problems,
+            program_error=prompts.clip_error(outcome.program_error)
+            if outcome.program_error
+            else None,
+            failures=[
+                (prompts.readable_test(src, entry), prompts.clip_error(err))
+                for src, err in failures
+            ],
+            passed=passed,
+            total=len(tests.feedback) if outcome.ran else 0,
+        )
+        request = ex.expert_request(task["prompt"], facts, self.single_agent)
+        keys = ex.SINGLE_KEYS if self.single_agent else ex.TEAM_KEYS
+        edits = ex.read_edits(ex.ask_expert(self.expert, request), list(keys.values()))
+        for agent in subs:
+            edit = None if edits is None else edits[keys[agent]]
+            message = prompts.expert_message(entry, agent, self.step_count, self.num_rounds, edit)
+            self.say(agent, message)
+        return edits is not None
 
 
 class CodeSingleEnv(CodeCollabEnv):
@@ -483,6 +567,46 @@ class MBPPSingleEnv(CodeSingleEnv):
 
     metadata = {"name": "mbpp_single-v0"}
     default_benchmark = "mbpp"
+
+
+def _check_feedback(feedback: str, expert: object, num_rounds: int) -> None:
+    if feedback not in FEEDBACK:
+        raise ValueError(f"feedback must be one of {FEEDBACK}, got {feedback!r}")
+    if expert is not None and not callable(expert):
+        raise TypeError(
+            f"expert must be callable (conversation -> reply text), got {type(expert).__name__}"
+        )
+    if feedback == "expert":
+        if num_rounds == 1:
+            raise ValueError(
+                "feedback='expert' needs num_rounds > 1: the expert's edits are read in the "
+                "next round"
+            )
+        if expert is None:
+            raise ValueError(
+                "feedback='expert' needs expert=: a callable conversation -> reply text, e.g. "
+                "llm_marl.eval.coding.CodeExpert(policy) over any frozen policy"
+            )
+    elif expert is not None:
+        raise ValueError("expert= is only used with feedback='expert'")
+
+
+def _feedback_results(outcome: _Outcome, tests: TaskTests) -> tuple[list[tuple[str, str]], int]:
+    """``(failures, passed)`` of the feedback units: ``(source, error)`` of each that failed.
+
+    The one place the agents' (and the expert's) view of a run is read: it looks at the
+    feedback units only, never at a scoring unit.
+    """
+    failures = []
+    passed = 0
+    if outcome.ran:
+        assert outcome.passed is not None and outcome.errors is not None
+        for index in tests.feedback:
+            if outcome.passed.get(index, False):
+                passed += 1
+            else:
+                failures.append((tests.suite.tests[index], _last_line(outcome.errors.get(index))))
+    return failures, passed
 
 
 def _last_line(error: str | None) -> str:

@@ -1,4 +1,4 @@
-"""What each coding agent is told: first prompts and multi-turn feedback.
+"""What each coding agent is told: first prompts and multi-turn feedback (tests or expert).
 
 The semantics follow the MAGRPO code setting: the helper writes ``aux`` for the problem, the main
 agent writes the entry point and may call ``aux`` but does not see it and must not redefine it;
@@ -117,27 +117,54 @@ def feedback_message(report: FeedbackReport) -> str:
             status += ", but it has a syntax error"
         lines.append(f"- Your partner's function {partner}: {status}.")
     if r.own_syntax_error:
-        lines.append(f"- Your code has a syntax error: {_clip(r.own_syntax_error)}")
+        lines.append(f"- Your code has a syntax error: {clip_error(r.own_syntax_error)}")
     if r.program_error:
-        lines.append(f"- {_clip(r.program_error)}")
+        lines.append(f"- {clip_error(r.program_error)}")
     if r.aux_called is False and r.own_role == "main":
         lines.append(f"- `{r.entry_point}` does not call `{AUX_NAME}`.")
     if r.total:
         lines.append(f"- Feedback tests passed: {r.passed}/{r.total}.")
         for source, error in r.failures:
-            lines.append(f"  FAILED: {_readable_test(source, r.entry_point)}")
-            lines.append(f"    -> {_clip(error)}")
+            lines.append(f"  FAILED: {readable_test(source, r.entry_point)}")
+            lines.append(f"    -> {clip_error(error)}")
     elif not r.own_syntax_error and not r.program_error:
         lines.append("- No feedback tests were run for this problem.")
     lines.append(f"Revise your {own} and reply with the complete code only.")
     return "\n".join(lines)
 
 
-def _readable_test(source: str, entry_point: str) -> str:
+def expert_message(
+    entry_point: str, own_role: str, turn: int, max_turns: int, edit: str | None
+) -> str:
+    """What an agent reads in ``feedback="expert"`` mode: its own edit from the expert.
+
+    ``edit`` is the expert's suggestion for this agent (already cut to length by
+    :mod:`~llm_marl.envs.coding.expert`), ``""`` when the expert's reply had none for it and
+    ``None`` when the reply could not be read. As in the reference code's follow-up prompt
+    (``format_followup_prompts`` in ``external/expert_edits.py``), the agent is shown the edit and
+    asked to revise its function; its first prompt and previous answer are already in its
+    conversation.
+    """
+    own = f"`{AUX_NAME}`" if own_role == "helper" else f"`{entry_point}`"
+    head = f"After turn {turn} of {max_turns}, an expert reviewed the team's program."
+    if own_role == "coder":
+        head = f"After turn {turn} of {max_turns}, an expert reviewed your program."
+    if edit:
+        body = f"The expert's suggested edit for your {own}:\n{edit}"
+    elif edit is None:
+        body = "The expert's reply could not be read: there is no suggestion this time."
+    else:
+        body = f"The expert suggested no edit for your {own}."
+    return f"{head}\n{body}\nRevise your {own} accordingly and reply with the complete code only."
+
+
+def readable_test(source: str, entry_point: str) -> str:
+    """A test unit as an agent (or the expert) reads it: the entry point's name, cut to length."""
     text = re.sub(r"\bcandidate\b", entry_point, source)
     return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
 
 
-def _clip(text: str) -> str:
+def clip_error(text: str) -> str:
+    """An error message on one line, cut to :data:`MAX_ERROR_CHARS`."""
     text = " ".join(str(text).split())
     return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."

@@ -125,6 +125,10 @@ GENERIC = preset(
 # |A| <= sqrt(3); 1.4.3 has none); CoMLRL scales by the population std where ours is the
 # unbiased one (a constant factor sqrt(3/4) at G=4). CoMLRL trains full weights; add --lora
 # to fit one GPU.
+# Feedback between the 2 turns: the config's external.mode is level_feedback (test-derived
+# diagnostics), our default feedback="tests". Its alternative expert_edits (an LLM proposes
+# each agent's edit; DeepSeek-Coder by default) is feedback="expert":
+# --trainer.env_kwargs.feedback expert --policies.expert SPEC (llm_marl.envs.coding.expert).
 _CHE: dict[str, Any] = {
     "trainer": {
         "env": "coop_humaneval-v0",
