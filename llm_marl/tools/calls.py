@@ -62,6 +62,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import operator
 import re
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -525,25 +526,10 @@ def _validate(value: Any, schema: Mapping[str, Any], path: str) -> str | None:
         names = [types_] if isinstance(types_, str) else list(types_)
         if not any(_is_type(value, t) for t in names):
             return f"{path!r} must be {' or '.join(names)}, got {_describe(value)}"
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            return f"{path!r} must be at least {schema['minLength']} characters long"
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            return f"{path!r} must be at most {schema['maxLength']} characters long"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            return f"{path!r} must be >= {schema['minimum']}, got {value}"
-        if "maximum" in schema and value > schema["maximum"]:
-            return f"{path!r} must be <= {schema['maximum']}, got {value}"
-        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-            return f"{path!r} must be > {schema['exclusiveMinimum']}, got {value}"
-        if "exclusiveMaximum" in schema and value >= schema["exclusiveMaximum"]:
-            return f"{path!r} must be < {schema['exclusiveMaximum']}, got {value}"
+    problem = _bound_problem(value, schema, path)
+    if problem is not None:
+        return problem
     if isinstance(value, list):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            return f"{path!r} must have at least {schema['minItems']} items"
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            return f"{path!r} must have at most {schema['maxItems']} items"
         items = schema.get("items")
         if isinstance(items, Mapping):
             for i, item in enumerate(value):
@@ -573,6 +559,42 @@ def _validate(value: Any, schema: Mapping[str, Any], path: str) -> str | None:
                 problem = None
             if problem is not None:
                 return problem
+    return None
+
+
+# JSON Schema's bound keywords by what they bound: (keyword, broken when, what the agent reads).
+_Bounds = tuple[tuple[str, Callable[[Any, Any], bool], str], ...]
+_LENGTH_BOUNDS: _Bounds = (
+    ("minLength", operator.lt, "must be at least {bound} characters long"),
+    ("maxLength", operator.gt, "must be at most {bound} characters long"),
+)
+_NUMBER_BOUNDS: _Bounds = (
+    ("minimum", operator.lt, "must be >= {bound}, got {got}"),
+    ("maximum", operator.gt, "must be <= {bound}, got {got}"),
+    ("exclusiveMinimum", operator.le, "must be > {bound}, got {got}"),
+    ("exclusiveMaximum", operator.ge, "must be < {bound}, got {got}"),
+)
+_ITEM_BOUNDS: _Bounds = (
+    ("minItems", operator.lt, "must have at least {bound} items"),
+    ("maxItems", operator.gt, "must have at most {bound} items"),
+)
+
+
+def _bound_problem(value: Any, schema: Mapping[str, Any], path: str) -> str | None:
+    """The first length, number or item-count bound of ``schema`` that ``value`` breaks."""
+    measure: Any
+    bounds: _Bounds
+    if isinstance(value, str):
+        measure, bounds = len(value), _LENGTH_BOUNDS
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        measure, bounds = value, _NUMBER_BOUNDS
+    elif isinstance(value, list):
+        measure, bounds = len(value), _ITEM_BOUNDS
+    else:
+        return None
+    for keyword, broken, message in bounds:
+        if keyword in schema and broken(measure, schema[keyword]):
+            return f"{path!r} " + message.format(bound=schema[keyword], got=measure)
     return None
 
 
@@ -951,27 +973,21 @@ def _parse_hermes(body: str, col: _Collector) -> None:
 
 
 def _parse_mcp(body: str, col: _Collector) -> None:
-    tool_name = _tag_text(body, "tool_name")
+    def required(tag: str, content: str, name: str | None = None) -> str | None:
+        """The text of ``<tag>``; None after reporting the block malformed without it."""
+        text = _tag_text(body, tag)
+        if text is None:
+            col.error("malformed", f"<use_mcp_tool> needs <{tag}>{content}</{tag}>", "mcp", name)
+        return text
+
+    tool_name = required("tool_name", "...")
     if tool_name is None:
-        col.error("malformed", "<use_mcp_tool> needs <tool_name>...</tool_name>", "mcp")
         return
-    server = _tag_text(body, "server_name")
+    server = required("server_name", "...", tool_name.strip() or None)
     if server is None:
-        col.error(
-            "malformed",
-            "<use_mcp_tool> needs <server_name>...</server_name>",
-            "mcp",
-            name=tool_name.strip() or None,
-        )
         return
-    args = _tag_text(body, "arguments")
+    args = required("arguments", "{...}", tool_name.strip() or None)
     if args is None:
-        col.error(
-            "malformed",
-            "<use_mcp_tool> needs <arguments>{...}</arguments>",
-            "mcp",
-            name=tool_name.strip() or None,
-        )
         return
     col.add(tool_name, None, "mcp", server=server.strip(), args_text=_strip_fence(args))
 

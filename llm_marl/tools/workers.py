@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import logging
 import os
 import queue
@@ -92,20 +93,27 @@ def wait_fd(fd: int, deadline: float, *, write: bool = False) -> bool:
         return bool(ready[0] or ready[1])  # pragma: no cover
 
 
-def _read_some(fd: int, size: int, deadline: float) -> bytes | None:
-    """Up to ``size`` bytes from ``fd``; ``None`` at the deadline; :class:`WorkerGone` on EOF."""
+def _when_ready(fd: int, deadline: float, io: Callable[[], T], *, write: bool) -> T | None:
+    """``io()`` (one ``os.read``/``os.write`` on ``fd``) once ``fd`` is ready, retried while it
+    would block; ``None`` at the deadline; :class:`WorkerGone` when ``fd`` is closed."""
     while True:
-        if not wait_fd(fd, deadline):
+        if not wait_fd(fd, deadline, write=write):
             return None
         try:
-            chunk = os.read(fd, size)
+            return io()
         except (BlockingIOError, InterruptedError):
             continue
         except (OSError, ValueError) as e:
-            raise WorkerGone(f"the worker's output is closed ({e})") from e
-        if not chunk:
-            raise WorkerGone("the worker exited")
-        return chunk
+            side = "input" if write else "output"
+            raise WorkerGone(f"the worker's {side} is closed ({e})") from e
+
+
+def _read_some(fd: int, size: int, deadline: float) -> bytes | None:
+    """Up to ``size`` bytes from ``fd``; ``None`` at the deadline; :class:`WorkerGone` on EOF."""
+    chunk = _when_ready(fd, deadline, functools.partial(os.read, fd, size), write=False)
+    if chunk is not None and not chunk:
+        raise WorkerGone("the worker exited")
+    return chunk
 
 
 def read_exact(fd: int, size: int, deadline: float) -> bytes:
@@ -147,14 +155,9 @@ def write_all(fd: int, data: bytes, deadline: float) -> None:
     """Write all of ``data`` to ``fd`` (which may be non-blocking) before ``deadline``."""
     view = memoryview(data)
     while view:
-        if not wait_fd(fd, deadline, write=True):
+        n = _when_ready(fd, deadline, functools.partial(os.write, fd, view), write=True)
+        if n is None:
             raise WorkerGone("timed out writing to the worker")
-        try:
-            n = os.write(fd, view)
-        except (BlockingIOError, InterruptedError):
-            continue
-        except (OSError, ValueError) as e:
-            raise WorkerGone(f"the worker's input is closed ({e})") from e
         view = view[n:]
 
 
@@ -212,8 +215,14 @@ def spawn(start: Callable[[], T]) -> T:
 
 
 def popen(argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-    """``subprocess.Popen(argv, **kwargs)`` started on the spawner thread (see :func:`spawn`)."""
-    return spawn(lambda: subprocess.Popen(argv, **kwargs))
+    """Start a worker process on the spawner thread (see :func:`spawn`).
+
+    Its stdin and stdout are pipes to this process (the channel :func:`read_line` and friends
+    serve) and it inherits no other descriptors than ``pass_fds`` (``close_fds``), unless
+    ``kwargs`` says otherwise; the rest of ``kwargs`` goes to :class:`subprocess.Popen`.
+    """
+    options = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "close_fds": True, **kwargs}
+    return spawn(lambda: subprocess.Popen(argv, **options))
 
 
 # --------------------------------------------------------------------------- the pool

@@ -9,7 +9,8 @@ False
 How a prediction is compared with a reference (the first tier that decides wins):
 
 1. **Normalised strings** (:func:`normalize_answer`): equal strings are equivalent.
-2. **In-process checks** (parser :mod:`.parse`, comparison :mod:`.compare`): structure
+2. **In-process checks** (parser :mod:`.parse` on the bracket scanner :mod:`.brackets`,
+   comparison :mod:`.compare`): structure
    (sets/lists order-insensitive, tuples/intervals ordered with brackets that must agree,
    equations, percentages, multiple choice, text) and values (exact rationals, floats with a
    tolerance, random-point identity tests for expressions in variables). Bounded by construction:

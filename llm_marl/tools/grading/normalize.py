@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import re
 
+from .brackets import split_top_level
+
 __all__ = [
     "LABEL_RE",
     "MAX_ANSWER_LENGTH",
@@ -111,40 +113,6 @@ def is_label(lhs: str) -> bool:
     # "\sin x" or "\pi" are expressions, not names.
     word = re.match(r"\\([A-Za-z]+)", lhs)
     return not (word and word.group(1) in _MATH_WORDS and word.group(1) not in {"max", "min"})
-
-
-def split_top_level(s: str, seps: tuple[str, ...] = (",",)) -> list[str]:
-    """Split ``s`` at separators that are outside every bracket pair (``() [] {} \\{ \\}``)."""
-    parts: list[str] = []
-    depth = 0
-    start = 0
-    i = 0
-    n = len(s)
-    while i < n:
-        ch = s[i]
-        if ch == "\\" and i + 1 < n:
-            nxt = s[i + 1]
-            if nxt in "{}":
-                depth += 1 if nxt == "{" else -1
-                i += 2
-                continue
-            if nxt == "\\":
-                i += 2
-                continue
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif depth == 0:
-            for sep in seps:
-                if s.startswith(sep, i):
-                    parts.append(s[start:i])
-                    start = i + len(sep)
-                    i += len(sep) - 1
-                    break
-        i += 1
-    parts.append(s[start:])
-    return parts
 
 
 def _read_tex_arg(s: str, i: int) -> tuple[str, int] | None:

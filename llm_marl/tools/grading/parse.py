@@ -31,7 +31,8 @@ from collections.abc import Iterable
 from fractions import Fraction
 from functools import lru_cache
 
-from .normalize import is_label, split_top_level
+from .brackets import matching_close, split_at_top_level, split_top_level
+from .normalize import is_label
 
 __all__ = ["ParseError", "parse_answer", "parse_expression", "MAX_PARSE_LENGTH"]
 
@@ -551,64 +552,22 @@ def _is_text(s: str) -> bool:
     return any(m.group(0).lower() not in _KNOWN_WORDS for m in _WORD_RE.finditer(s))
 
 
-def _matching_close(s: str, open_index: int) -> int | None:
-    """Index of the bracket closing the one at ``open_index`` (any of ``([`` vs ``)]``)."""
-    depth = 0
-    i = open_index
-    while i < len(s):
-        ch = s[i]
-        if ch == "\\" and i + 1 < len(s):
-            if s[i + 1] == "{":
-                depth += 1
-            elif s[i + 1] == "}":
-                depth -= 1
-                if depth == 0:
-                    return i
-            i += 2
-            continue
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
+def _relation_at(s: str, i: int) -> str | None:
+    """The relation symbol that starts at ``s[i]`` (``\\le`` but not the ``\\le`` of ``\\left``)."""
+    for rel in _REL_SPLIT:
+        if s.startswith(rel, i) and not (
+            rel[0] == "\\" and s[i + len(rel) : i + len(rel) + 1].isalpha()
+        ):
+            if rel in ("<", ">") and i > 0 and s[i - 1] == "\\":
+                continue
+            return rel
     return None
 
 
 def _split_relations(s: str) -> tuple[list[str], list[str]]:
     """Split ``s`` at top-level relation symbols: (sides, ops)."""
-    sides: list[str] = []
-    ops: list[str] = []
-    depth = 0
-    start = 0
-    i = 0
-    n = len(s)
-    while i < n:
-        ch = s[i]
-        if ch == "\\" and i + 1 < n and s[i + 1] in "{}":
-            depth += 1 if s[i + 1] == "{" else -1
-            i += 2
-            continue
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif depth == 0:
-            for rel in _REL_SPLIT:
-                if s.startswith(rel, i) and not (
-                    rel[0] == "\\" and s[i + len(rel) : i + len(rel) + 1].isalpha()
-                ):
-                    if rel in ("<", ">") and i > 0 and s[i - 1] == "\\":
-                        continue
-                    sides.append(s[start:i])
-                    ops.append(_RELATIONS[rel])
-                    start = i + len(rel)
-                    i = start - 1
-                    break
-        i += 1
-    sides.append(s[start:])
-    return sides, ops
+    sides, rels = split_at_top_level(s, _relation_at, escapes="")
+    return sides, [_RELATIONS[rel] for rel in rels]
 
 
 def _expand_pm(s: str) -> list[str]:
@@ -637,13 +596,13 @@ def _parse_item(s: str, depth: int) -> tuple:
         raise ParseError("empty item")
     if s in ("\\emptyset", "\\varnothing"):
         return ("list", ())
-    if s.startswith("\\{") and s.endswith("\\}") and _matching_close(s, 0) == len(s) - 2:
+    if s.startswith("\\{") and s.endswith("\\}") and matching_close(s, 0) == len(s) - 2:
         inner = s[2:-2]
         if not inner.strip():
             return ("list", ())
         parts = split_top_level(inner, (",", ";"))
         return ("list", _flatten(_parse_item(p, depth + 1) for p in parts))
-    if s[0] in "([" and s[-1] in ")]" and _matching_close(s, 0) == len(s) - 1:
+    if s[0] in "([" and s[-1] in ")]" and matching_close(s, 0) == len(s) - 1:
         parts = split_top_level(s[1:-1], (",", ";"))
         if len(parts) > 1:
             return ("seq", s[0], s[-1], tuple(_parse_item(p, depth + 1) for p in parts))

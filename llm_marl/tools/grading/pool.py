@@ -55,13 +55,7 @@ class _GradingWorker(Worker):
     def __init__(self, memory_mb: int) -> None:
         argv = [sys.executable, "-c", BOOTSTRAP, _GRADING_DIR, str(memory_mb), str(os.getpid())]
         try:
-            self.proc = popen(
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                close_fds=True,
-            )
+            self.proc = popen(argv, stderr=subprocess.DEVNULL)
         except OSError as exc:
             raise WorkerError(
                 f"could not start a grading worker ({sys.executable}): {exc}. "

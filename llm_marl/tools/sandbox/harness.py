@@ -1640,15 +1640,20 @@ class Supervisor:
         """Start what answers R on ``req_r``/``resp_w``: P, or for a team program O in front of
         P (see :func:`_owner_main`).  Returns the new pids by role."""
         streams = {1: out_w, 2: err_w, FD_AUX: devnull}
-        if job.get("owner") is None:
-            program = self._fork(
-                lambda: _program_main(job, jobdir, self.seccomp),
+
+        def fork(main, channels):
+            """One role: ``main`` with the job's streams and its own RPC descriptors."""
+            return self._fork(
+                lambda: main(job, jobdir, self.seccomp),
                 jobdir,
                 limits,
-                {**streams, FD_RPC_IN: req_r, FD_RPC_OUT: resp_w},
+                {**streams, **channels},
                 devnull,
                 seconds,
             )
+
+        if job.get("owner") is None:
+            program = fork(_program_main, {FD_RPC_IN: req_r, FD_RPC_OUT: resp_w})
             return {"program": program}
         up = []
         try:
@@ -1656,27 +1661,10 @@ class Supervisor:
             up += [up_req_r, up_req_w]
             up_resp_r, up_resp_w = os.pipe()  # P -> O
             up += [up_resp_r, up_resp_w]
-            program = self._fork(
-                lambda: _program_main(job, jobdir, self.seccomp),
-                jobdir,
-                limits,
-                {**streams, FD_RPC_IN: up_req_r, FD_RPC_OUT: up_resp_w},
-                devnull,
-                seconds,
-            )
-            owner = self._fork(
-                lambda: _owner_main(job, jobdir, self.seccomp),
-                jobdir,
-                limits,
-                {
-                    **streams,
-                    FD_RPC_IN: req_r,
-                    FD_RPC_OUT: resp_w,
-                    FD_UP_IN: up_resp_r,
-                    FD_UP_OUT: up_req_w,
-                },
-                devnull,
-                seconds,
+            program = fork(_program_main, {FD_RPC_IN: up_req_r, FD_RPC_OUT: up_resp_w})
+            owner = fork(
+                _owner_main,
+                {FD_RPC_IN: req_r, FD_RPC_OUT: resp_w, FD_UP_IN: up_resp_r, FD_UP_OUT: up_req_w},
             )
         finally:
             for fd in up:  # the children hold their own copies

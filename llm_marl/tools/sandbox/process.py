@@ -280,13 +280,10 @@ class ProcessWorker(FdChannelMixin, Worker):
         try:
             self._proc = popen(
                 argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
                 stderr=self._stderr,
                 env=env,
                 cwd=cwd,
                 start_new_session=True,
-                close_fds=True,
                 pass_fds=(info_w,) if info_w is not None else (),
             )
         except OSError as e:
