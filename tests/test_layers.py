@@ -1,11 +1,12 @@
 """The import-direction rule of docs/architecture.md, checked on the source.
 
-Data flows bottom to top and nothing imports upward: ``errors`` and ``spaces`` at the bottom;
-``tools`` and ``data`` above them (plain libraries, independent of each other); ``envs`` and
-``policies`` above those and independent of each other; ``rollout`` joins them; ``algos`` on top
-of rollout; ``train`` and ``eval`` orchestrate (train may use eval for held-out evaluation);
-``integrations`` and the CLI on top. Every import counts, lazy ones inside functions and
-type-checking-only ones included: a lazy upward import is still an upward dependency.
+Data flows bottom to top and nothing imports upward: ``errors``, ``checks`` and ``spaces`` at the
+bottom (``checks`` raises ``errors``' ConfigError); ``tools`` and ``data`` above them (plain
+libraries, independent of each other); ``envs`` and ``policies`` above those and independent of
+each other; ``rollout`` joins them; ``algos`` on top of rollout; ``train`` and ``eval``
+orchestrate (train may use eval for held-out evaluation); ``integrations`` and the CLI on top.
+Every import counts, lazy ones inside functions and type-checking-only ones included: a lazy
+upward import is still an upward dependency.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "llm_marl"
 
 LAYER = {
     "errors": 0,
+    "checks": 0,
     "spaces": 0,
     "tools": 1,
     "data": 1,
@@ -33,7 +35,7 @@ LAYER = {
 }
 """The layer of each top-level part of ``llm_marl`` (a module or a subpackage)."""
 
-ALLOWED_SIDEWAYS = {("train", "eval")}
+ALLOWED_SIDEWAYS = {("train", "eval"), ("checks", "errors")}
 """Imports between different parts of one layer that the architecture allows."""
 
 

@@ -93,6 +93,7 @@ import numpy as np
 from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
+from llm_marl.checks import is_int
 from llm_marl.errors import DataError, InfrastructureError
 from llm_marl.spaces import Chat, Text
 
@@ -539,12 +540,12 @@ class LLMParallelEnv(ParallelEnv):
             return dict(task)
         if given[0] == "task_id":
             task_id = options["task_id"]
-            if not _is_int(task_id) and not isinstance(task_id, str):
+            if not is_int(task_id) and not isinstance(task_id, str):
                 raise TypeError(
                     f"options['task_id'] must be a str or an int (one of env.tasks' ids), "
                     f"got {type(task_id).__name__}"
                 )
-            key = str(int(task_id) if _is_int(task_id) else task_id)
+            key = str(int(task_id) if is_int(task_id) else task_id)
             if key not in self._task_index:
                 close = difflib.get_close_matches(key, list(self._task_index), n=3, cutoff=0.6)
                 hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
@@ -554,7 +555,7 @@ class LLMParallelEnv(ParallelEnv):
                 )
             return dict(self.tasks[self._task_index[key]])
         index = options["task_index"]
-        if not _is_int(index):
+        if not is_int(index):
             raise TypeError(
                 f"options['task_index'] must be an int in 0..{n - 1}, got {type(index).__name__}"
                 f" {index!r:.40}"
@@ -597,7 +598,7 @@ def check_seed(seed: Any) -> int | None:
     """``seed`` as a Python ``int`` (numpy integers accepted), or None; raise on anything else."""
     if seed is None:
         return None
-    if not _is_int(seed):
+    if not is_int(seed):
         raise TypeError(
             f"seed must be a non-negative int or None (numpy integers are accepted), "
             f"got {type(seed).__name__} {seed!r:.40}"
@@ -609,16 +610,11 @@ def check_seed(seed: Any) -> int | None:
 
 def check_step_cap(value: Any, name: str = "max_steps") -> int:
     """A step cap as a Python ``int >= 1`` (numpy integers accepted); raise on anything else."""
-    if not _is_int(value):
+    if not is_int(value):
         raise TypeError(f"{name} must be an int >= 1, got {type(value).__name__} {value!r:.40}")
     if int(value) < 1:
         raise ValueError(f"{name} must be >= 1, got {int(value)}")
     return int(value)
-
-
-def _is_int(value: Any) -> bool:
-    """An integer (Python or numpy), but not a bool (``True`` as an index or seed is a bug)."""
-    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
 
 
 def _copy_messages(messages: Sequence[Message]) -> list[Message]:
@@ -635,12 +631,12 @@ def _validate_tasks(tasks: list[Any], owner: str) -> list[Task]:
         if "task_id" not in task:
             raise DataError(f"{owner}: task #{i} has no 'task_id' key (keys: {sorted(task)})")
         tid = task["task_id"]
-        if not (isinstance(tid, str) or _is_int(tid)):
+        if not (isinstance(tid, str) or is_int(tid)):
             raise DataError(
                 f"{owner}: task #{i} has task_id {tid!r:.40} of type {type(tid).__name__}; "
                 "a task_id is a str or an int"
             )
-        key = str(int(tid) if _is_int(tid) else tid)
+        key = str(int(tid) if is_int(tid) else tid)
         if key in seen:
             raise DataError(f"{owner}: duplicate task_id {key!r}")
         seen.add(key)

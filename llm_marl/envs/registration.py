@@ -132,6 +132,27 @@ def register(
     return spec_
 
 
+def register_teams(
+    module: str,
+    teams: Mapping[str, tuple[str, str, str]],
+    *,
+    description: str,
+    baseline: str,
+) -> None:
+    """Register team envs of ``module`` with their single-agent baselines.
+
+    ``teams`` maps a name to ``(title, team class, single-agent class)``: ``<name>-v0`` is the
+    team env and ``<name>_single-v0`` its single-agent baseline, the naming of every family that
+    has such baselines. ``description`` and ``baseline`` describe them, with ``{title}`` filled
+    in.
+    """
+    for name, (title, team, single) in teams.items():
+        register(f"{name}-v0", f"{module}:{team}", description=description.format(title=title))
+        register(
+            f"{name}_single-v0", f"{module}:{single}", description=baseline.format(title=title)
+        )
+
+
 def spec(env_id: str) -> EnvSpec:
     """The :class:`EnvSpec` of ``env_id``; an unknown id raises with the closest registered ids."""
     _load_plugins()

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from llm_marl.checks import check_int, check_number
 from llm_marl.errors import PolicyError as PolicyError  # re-exported: policies raise it
 
 if TYPE_CHECKING:
@@ -52,14 +53,10 @@ class SamplingParams:
     """Seed for this call; ``None`` draws from the backend's own generator."""
 
     def __post_init__(self) -> None:
-        if self.max_new_tokens < 1:
-            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise ValueError(f"top_k must be >= 0, got {self.top_k}")
+        check_int(self.max_new_tokens, "max_new_tokens")
+        check_number(self.temperature, "temperature", 0)
+        check_number(self.top_p, "top_p", 0, 1, open_low=True)
+        check_int(self.top_k, "top_k", 0)
 
 
 def call_seed(sampling: SamplingParams, rng: random.Random) -> int:

@@ -4,7 +4,7 @@ This module only registers env ids; entry points are strings, so nothing heavy i
 until :func:`llm_marl.make` builds an env. See :mod:`llm_marl.envs.coding.env` for the docs.
 """
 
-from llm_marl.envs.registration import register
+from llm_marl.envs.registration import register_teams
 
 # id name -> (benchmark title, team class, single-agent class); one class per id, so that its
 # metadata["name"] is the id.
@@ -14,14 +14,9 @@ _BENCHMARKS = {
     "mbpp": ("MBPP", "MBPPEnv", "MBPPSingleEnv"),
 }
 
-for _name, (_title, _team, _single) in _BENCHMARKS.items():
-    register(
-        f"{_name}-v0",
-        f"llm_marl.envs.coding.env:{_team}",
-        description=f"coding: helper writes aux(), main writes the {_title} function (MAGRPO)",
-    )
-    register(
-        f"{_name}_single-v0",
-        f"llm_marl.envs.coding.env:{_single}",
-        description=f"coding: one coder solves {_title} (the single-agent baseline)",
-    )
+register_teams(
+    "llm_marl.envs.coding.env",
+    _BENCHMARKS,
+    description="coding: helper writes aux(), main writes the {title} function (MAGRPO)",
+    baseline="coding: one coder solves {title} (the single-agent baseline)",
+)

@@ -47,6 +47,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from llm_marl.checks import is_number
 from llm_marl.envs.settings import coerce_settings
 
 
@@ -77,7 +78,7 @@ class CodeRewardConfig:
             if f.name == "normalize":
                 if not isinstance(value, bool):
                     raise TypeError(f"CodeRewardConfig.normalize must be a bool, got {value!r}")
-            elif not isinstance(value, (int, float)) or isinstance(value, bool):
+            elif not is_number(value):
                 raise TypeError(f"CodeRewardConfig.{f.name} must be a number, got {value!r}")
         if self.max_reward(single_agent=True) <= 0 or self.max_reward(single_agent=False) <= 0:
             raise ValueError("CodeRewardConfig: the maximum reward must be positive")

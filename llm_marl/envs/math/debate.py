@@ -107,6 +107,7 @@ from collections.abc import Iterable
 from types import MappingProxyType
 from typing import Any
 
+from llm_marl.checks import check_int
 from llm_marl.envs.base import Task, Transition
 from llm_marl.envs.math.env import check_math_task
 from llm_marl.envs.math.team import MathTeamEnv
@@ -201,44 +202,31 @@ class MathDebateEnv(MathTeamEnv):
         self,
         tasks: Iterable[Task] | None = None,
         *,
-        num_debaters: int = 3,
+        num_debaters: int | None = None,
         rounds: int = 2,
         topology: str = "full",
         personas: bool = False,
         max_peer_chars: int = 2000,
-        aggregate: str = "vote",
         **kwargs: Any,
     ) -> None:
-        """``num_debaters`` (1-8), ``rounds`` (revision rounds, >= 0), ``topology``
-        (``"full"``, ``"sparse"``, ``"centralized"``), ``personas``, ``max_peer_chars`` (> 0)
-        and ``aggregate`` (``"vote"``, ``"first"``) are described in the module docstring; the
-        other arguments are :class:`~llm_marl.envs.math.env.MathEnv`'s."""
+        """``num_debaters`` (1-8, default 3), ``rounds`` (revision rounds, >= 0), ``topology``
+        (``"full"``, ``"sparse"``, ``"centralized"``), ``personas``, ``max_peer_chars`` (>= 2)
+        and :class:`~llm_marl.envs.math.team.MathTeamEnv`'s ``aggregate`` (``"vote"``,
+        ``"first"``) are described in the module docstring; the other arguments are
+        :class:`~llm_marl.envs.math.env.MathEnv`'s."""
         name = self.metadata["name"]
         if "num_solvers" in kwargs:
             raise TypeError(f"{name}: the number of debaters is num_debaters=, not num_solvers=")
-        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0:
-            raise ValueError(f"{name}: rounds must be an int >= 0, got {rounds!r}")
+        self.rounds = check_int(rounds, f"{name}: rounds", 0)
         if topology not in TOPOLOGIES:
             raise ValueError(
                 f"{name}: topology must be one of {list(TOPOLOGIES)}, got {topology!r}"
             )
-        if (
-            isinstance(max_peer_chars, bool)
-            or not isinstance(max_peer_chars, int)
-            or max_peer_chars < 2
-        ):
-            raise ValueError(f"{name}: max_peer_chars must be an int >= 2, got {max_peer_chars!r}")
-        self.rounds = rounds
         self.topology = topology
         self.personas = bool(personas)
-        self.max_peer_chars = max_peer_chars
-        super().__init__(
-            tasks,
-            num_solvers=num_debaters,
-            aggregate=aggregate,
-            **kwargs,
-        )
-        self.max_steps = rounds + 2  # the guide, round 0, the revision rounds
+        self.max_peer_chars = check_int(max_peer_chars, f"{name}: max_peer_chars", 2)
+        super().__init__(tasks, num_solvers=num_debaters, **kwargs)
+        self.max_steps = self.rounds + 2  # the guide, round 0, the revision rounds
         self.num_debaters = len(self.solvers)
 
     _guide: str = ""
@@ -275,17 +263,10 @@ class MathDebateEnv(MathTeamEnv):
         self.set_active(["coordinator"])
 
     def transition(self, actions: dict[str, str]) -> Transition:
-        problem = self.task["problem"]
         if "coordinator" in actions:
             self._guide = actions["coordinator"].strip()
             for debater in self.solvers:
-                self._ask(
-                    debater,
-                    "debater",
-                    persona=self.persona(debater),
-                    problem=problem,
-                    guide=self._guide,
-                )
+                self._ask_debater(debater, "debater")
             self.set_active(self.solvers)
             return Transition()
         self._responses = {d: actions[d] for d in self.solvers}
@@ -299,18 +280,27 @@ class MathDebateEnv(MathTeamEnv):
         self._round += 1
         for debater in self.solvers:
             self.restart_conversation(debater)
-            self._ask(
+            self._ask_debater(
                 debater,
                 "revise",
-                persona=self.persona(debater),
-                problem=problem,
-                guide=self._guide,
                 previous=self._cut(self._responses[debater]),
                 peers=self._peer_block(debater),
                 round=str(self._round - 1),
             )
         self.set_active(self.solvers)
         return Transition()
+
+    def _ask_debater(self, debater: str, prompt: str, **values: str) -> None:
+        """Post ``prompt`` to ``debater``: every debater prompt gets its persona, the problem and
+        the guide, besides ``values``."""
+        self._ask(
+            debater,
+            prompt,
+            persona=self.persona(debater),
+            problem=self.task["problem"],
+            guide=self._guide,
+            **values,
+        )
 
     def _peer_block(self, debater: str) -> str:
         block = [

@@ -86,6 +86,7 @@ from collections.abc import Iterable
 from types import MappingProxyType
 from typing import Any
 
+from llm_marl.checks import check_int
 from llm_marl.envs.base import Task, Transition
 from llm_marl.envs.math.debate import DEFAULT_PERSONA
 from llm_marl.envs.math.env import check_math_task
@@ -181,32 +182,14 @@ class MathRolesEnv(MathTeamEnv):
     max_steps = 2
 
     def __init__(
-        self,
-        tasks: Iterable[Task] | None = None,
-        *,
-        num_solvers: int = 3,
-        max_role_chars: int = 1000,
-        aggregate: str = "vote",
-        **kwargs: Any,
+        self, tasks: Iterable[Task] | None = None, *, max_role_chars: int = 1000, **kwargs: Any
     ) -> None:
-        """``num_solvers`` (1-8), ``max_role_chars`` (> 0) and ``aggregate`` (``"vote"``,
-        ``"first"``) are described in the module docstring; the other arguments are
+        """``max_role_chars`` (>= 1) is described in the module docstring, and so are
+        :class:`~llm_marl.envs.math.team.MathTeamEnv`'s ``num_solvers`` (1-8, default 3) and
+        ``aggregate`` (``"vote"``, ``"first"``); the other arguments are
         :class:`~llm_marl.envs.math.env.MathEnv`'s."""
-        if (
-            isinstance(max_role_chars, bool)
-            or not isinstance(max_role_chars, int)
-            or max_role_chars < 1
-        ):
-            raise ValueError(
-                f"math_roles-v0: max_role_chars must be an int >= 1, got {max_role_chars!r}"
-            )
-        self.max_role_chars = max_role_chars
-        super().__init__(
-            tasks,
-            num_solvers=num_solvers,
-            aggregate=aggregate,
-            **kwargs,
-        )
+        self.max_role_chars = check_int(max_role_chars, "math_roles-v0: max_role_chars")
+        super().__init__(tasks, **kwargs)
         self.num_solvers = len(self.solvers)
 
     _roles: dict[str, str] = {}

@@ -36,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from llm_marl.checks import check_int
 from llm_marl.envs.base import InfrastructureError, Task, Transition
 from llm_marl.envs.math.env import MathEnv
 
@@ -100,10 +101,7 @@ class MathTeamEnv(MathEnv, abstract=True):
     ) -> None:
         name = self.metadata["name"]
         n = self.default_solvers if num_solvers is None else num_solvers
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SOLVERS:
-            raise ValueError(
-                f"{name}: the number of solvers must be an int in [1, {MAX_SOLVERS}], got {n!r}"
-            )
+        n = check_int(n, f"{name}: the number of solvers", 1, MAX_SOLVERS)
         if aggregate not in AGGREGATES:
             raise ValueError(
                 f"{name}: aggregate must be one of {list(AGGREGATES)}, got {aggregate!r}"

@@ -78,6 +78,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+from llm_marl.checks import check_int
 from llm_marl.envs.base import LLMParallelEnv, Task, Transition
 from llm_marl.envs.search.answers import exact_match, extract_answer, token_f1
 from llm_marl.envs.search.base import SpawningEnv
@@ -176,12 +177,8 @@ class _SearchEnv(LLMParallelEnv, abstract=True):
             raise ValueError(
                 "accuracy='judge' needs judge=: e.g. llm_marl.eval.search.AnswerJudge(policy)"
             )
-        for name, value in (
-            ("search_k", search_k),
-            ("max_tool_output_tokens", max_tool_output_tokens),
-        ):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        check_int(search_k, "search_k")
+        check_int(max_tool_output_tokens, "max_tool_output_tokens")
         loaded, data_corpus = load_search_data(dataset, limit) if tasks is None else (None, None)
         if loaded is not None:
             loaded = _split(loaded, split)
@@ -318,16 +315,9 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
         max_worker_turns: int = 4,
         **kwargs: Any,
     ) -> None:
-        for name, value in (
-            ("max_planner_turns", max_planner_turns),
-            ("max_delegations", max_delegations),
-            ("max_worker_turns", max_worker_turns),
-        ):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-        self.max_planner_turns = max_planner_turns
-        self.max_delegations = max_delegations
-        self.max_worker_turns = max_worker_turns
+        self.max_planner_turns = check_int(max_planner_turns, "max_planner_turns")
+        self.max_delegations = check_int(max_delegations, "max_delegations")
+        self.max_worker_turns = check_int(max_worker_turns, "max_worker_turns")
         self.planner_tools = Toolbox([DELEGATE])
         natural = max_planner_turns + max_delegations * (max_worker_turns + 1)
         kwargs.setdefault("max_steps", natural)
@@ -445,9 +435,7 @@ class WebSearchSingleEnv(_SearchEnv):
     def __init__(
         self, tasks: Sequence[Task] | None = None, *, max_turns: int = 6, **kwargs: Any
     ) -> None:
-        if not isinstance(max_turns, int) or max_turns < 1:
-            raise ValueError(f"max_turns must be an int >= 1, got {max_turns!r}")
-        self.max_turns = max_turns
+        self.max_turns = check_int(max_turns, "max_turns")
         kwargs.setdefault("max_steps", max_turns)
         super().__init__(tasks, **kwargs)
 

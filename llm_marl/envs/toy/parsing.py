@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
+from llm_marl.checks import is_int
 from llm_marl.errors import DataError
 
 
@@ -30,7 +29,7 @@ def check_target(task: Any, largest: int, owner: str) -> int:
     the games check them there.
     """
     target = task.get("target") if isinstance(task, dict) else None
-    if isinstance(target, bool) or not isinstance(target, int | np.integer):
+    if not is_int(target):
         raise DataError(
             f"{owner}: task {task.get('task_id')!r} needs an int 'target' in 0..{largest}, "
             f"got {target!r:.40}"

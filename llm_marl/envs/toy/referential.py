@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from llm_marl.checks import check_int
 from llm_marl.envs.base import Task, Transition
 from llm_marl.envs.toy.game import DigitGame
 from llm_marl.envs.toy.parsing import check_target, first_symbol
@@ -59,9 +60,7 @@ class ReferentialEnv(DigitGame):
     ) -> None:
         """``max_message_chars``: the listener reads the first this many characters of the
         speaker's message. The other arguments are :class:`~llm_marl.envs.toy.game.DigitGame`'s."""
-        if max_message_chars < 1:
-            raise ValueError(f"max_message_chars must be >= 1, got {max_message_chars}")
-        self.max_message_chars = max_message_chars
+        self.max_message_chars = check_int(max_message_chars, "max_message_chars")
         super().__init__(tasks, num_symbols=num_symbols, **kwargs)
 
     def default_tasks(self) -> list[Task]:

@@ -6,7 +6,7 @@ until :func:`llm_marl.make` builds an env. See :mod:`llm_marl.envs.writing.env` 
 :mod:`llm_marl.envs.writing.guards` for what stops it being gamed.
 """
 
-from llm_marl.envs.registration import register
+from llm_marl.envs.registration import register_teams
 
 # id name -> (title, team class, single-agent class); one class per id, so that its
 # metadata["name"] is the id.
@@ -19,14 +19,9 @@ _TASKS = {
     ),
 }
 
-for _name, (_what, _team, _single) in _TASKS.items():
-    register(
-        f"{_name}-v0",
-        f"llm_marl.envs.writing.env:{_team}",
-        description=f"writing: two agents {_what} (MAGRPO)",
-    )
-    register(
-        f"{_name}_single-v0",
-        f"llm_marl.envs.writing.env:{_single}",
-        description=f"writing: one writer; {_what} (the single-agent baseline)",
-    )
+register_teams(
+    "llm_marl.envs.writing.env",
+    _TASKS,
+    description="writing: two agents {title} (MAGRPO)",
+    baseline="writing: one writer; {title} (the single-agent baseline)",
+)

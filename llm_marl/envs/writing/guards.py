@@ -38,9 +38,10 @@ tells an answer about another post from one about this post; nothing here judges
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
+from llm_marl.checks import check_int, check_number
 from llm_marl.envs.settings import coerce_settings
 from llm_marl.envs.writing.lexical import TRANSITION_WORDS
 
@@ -76,16 +77,10 @@ class GuardConfig:
     """How many transition phrases may follow each other with only punctuation between them."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_chars, int) or self.max_chars < 1:
-            raise ValueError(f"max_chars must be an int >= 1, got {self.max_chars!r}")
-        if not isinstance(self.max_transition_run, int) or self.max_transition_run < 1:
-            raise ValueError(
-                f"max_transition_run must be an int >= 1, got {self.max_transition_run!r}"
-            )
-        for f in fields(self)[1:-1]:
-            value = getattr(self, f.name)
-            if not 0.0 <= float(value) <= 1.0:
-                raise ValueError(f"{f.name} must be in [0, 1], got {value!r}")
+        check_int(self.max_chars, "max_chars")
+        check_int(self.max_transition_run, "max_transition_run")
+        for name in ("max_repeated", "max_copied", "max_shared", "max_transition_density"):
+            check_number(getattr(self, name), name, 0, 1)
 
     @classmethod
     def coerce(cls, value: GuardConfig | dict[str, Any] | None) -> GuardConfig:

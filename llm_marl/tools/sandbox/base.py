@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from llm_marl.checks import check_int, check_number
 from llm_marl.errors import InfrastructureError, LLMMarlError
 
 if TYPE_CHECKING:
@@ -103,19 +104,12 @@ class Limits:
 
     def __post_init__(self) -> None:
         for name in ("timeout", "test_timeout", "suite_timeout"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not value > 0 or value != value:
-                raise ValueError(f"Limits.{name} must be > 0 seconds, got {value!r}")
-        if self.memory_mb < 64:
-            raise ValueError(
-                f"Limits.memory_mb must be >= 64 (a Python process needs that much address "
-                f"space to start), got {self.memory_mb!r}"
-            )
+            check_number(getattr(self, name), f"Limits.{name}", 0, open_low=True, unit=" seconds")
+        why = "a Python process needs that much address space to start"
+        check_int(self.memory_mb, "Limits.memory_mb", 64, why=why)
         for name in ("output_bytes", "nproc", "file_size_mb", "max_timeouts"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"Limits.{name} must be >= 1, got {getattr(self, name)!r}")
-        if self.open_files < 16:
-            raise ValueError(f"Limits.open_files must be >= 16, got {self.open_files!r}")
+            check_int(getattr(self, name), f"Limits.{name}")
+        check_int(self.open_files, "Limits.open_files", 16)
 
     def job_seconds(self, n_tests: int | None = None) -> float:
         """Longest a job can legitimately take: ``timeout`` for ``run()``; for ``run_tests()``
