@@ -12,6 +12,8 @@ passes the conversation on through :meth:`FrozenJudge.reply`.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from llm_marl.policies.base import Policy, SamplingParams
 
 __all__ = ["FrozenJudge"]
@@ -22,9 +24,12 @@ class FrozenJudge:
 
     Args:
         policy: any :class:`~llm_marl.policies.base.Policy` (it is never trained).
-        rubric: the grading instructions.
+        rubric: the grading instructions (default: the subclass's :attr:`default_rubric`).
         sampling: the judge's sampling (default greedy, ``max_new_tokens`` of the subclass).
     """
+
+    default_rubric: ClassVar[str | None] = None
+    """The rubric of a judge built without one (each judge sets its own; the base has none)."""
 
     max_new_tokens = 16
     """Default reply budget (a verdict or a score is a few tokens)."""
@@ -32,8 +37,12 @@ class FrozenJudge:
     """Only this many characters of a reply are read."""
 
     def __init__(
-        self, policy: Policy, *, rubric: str, sampling: SamplingParams | None = None
+        self, policy: Policy, *, rubric: str | None = None, sampling: SamplingParams | None = None
     ) -> None:
+        if rubric is None:
+            rubric = self.default_rubric
+        if rubric is None:
+            raise TypeError(f"{type(self).__name__} has no default rubric: pass rubric=")
         if not hasattr(policy, "generate"):
             raise TypeError(f"policy must be a Policy (with generate), got {type(policy).__name__}")
         if getattr(policy, "trainable", False):

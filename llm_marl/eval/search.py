@@ -22,7 +22,6 @@ import re
 from collections.abc import Sequence
 
 from llm_marl.eval.judge import FrozenJudge
-from llm_marl.policies.base import Policy, SamplingParams
 
 __all__ = ["ANSWER_RUBRIC", "AnswerJudge"]
 
@@ -51,17 +50,9 @@ class AnswerJudge(FrozenJudge):
     characters of the reply are read; the first ``CORRECT`` / ``INCORRECT`` in them decides.
     """
 
+    default_rubric = ANSWER_RUBRIC
     max_new_tokens = 8
     reply_chars = 200
-
-    def __init__(
-        self,
-        policy: Policy,
-        *,
-        rubric: str = ANSWER_RUBRIC,
-        sampling: SamplingParams | None = None,
-    ) -> None:
-        super().__init__(policy, rubric=rubric, sampling=sampling)
 
     def prompt(self, question: str, prediction: str, golds: Sequence[str]) -> str:
         gold = "\n".join(f"- {g[:_MAX_ANSWER]}" for g in list(golds)[:16])

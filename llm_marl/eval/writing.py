@@ -95,14 +95,7 @@ class PolicyJudge(FrozenJudge):
     grade never rewards. Only the first 400 characters of the reply are read.
     """
 
-    def __init__(
-        self,
-        policy: Policy,
-        *,
-        rubric: str = JUDGE_RUBRIC,
-        sampling: SamplingParams | None = None,
-    ) -> None:
-        super().__init__(policy, rubric=rubric, sampling=sampling)
+    default_rubric = JUDGE_RUBRIC
 
     def prompt(self, task: Task, part1: str, part2: str) -> str:
         source = task.get("post") or task.get("abstract") or task.get("prompt") or ""

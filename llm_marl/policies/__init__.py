@@ -28,6 +28,7 @@ from llm_marl.policies.base import (
     SamplingParams,
     ScriptedPolicy,
     TokenContext,
+    TokenContexts,
     TrainablePolicy,
     per_agent_sampling,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "SamplingParams",
     "ScriptedPolicy",
     "TokenContext",
+    "TokenContexts",
     "TrainablePolicy",
     "VLLMConfig",
     "VLLMPolicy",

@@ -119,6 +119,11 @@ class TokenContext:
     """How many messages of the conversation those ids cover, the agent's own reply included."""
 
 
+TokenContexts = Sequence[TokenContext | None] | None
+"""The ``contexts`` of a :meth:`Policy.generate` batch: one :class:`TokenContext` per conversation
+(``None`` for a conversation with no previous turn), or ``None`` when no conversation has one."""
+
+
 @dataclass
 class Completion:
     """One sampled completion."""
@@ -148,7 +153,7 @@ class Policy(Protocol):
         self,
         conversations: Sequence[Conversation],
         sampling: SamplingParams,
-        contexts: Sequence[TokenContext | None] | None = None,
+        contexts: TokenContexts = None,
     ) -> list[Completion]:
         """Return one completion per conversation, in order. One call = one batch."""
         ...
@@ -215,7 +220,7 @@ class ScriptedPolicy:
         self,
         conversations: Sequence[Conversation],
         sampling: SamplingParams,
-        contexts: Sequence[TokenContext | None] | None = None,
+        contexts: TokenContexts = None,
     ) -> list[Completion]:
         out = []
         for conv in conversations:

@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llm_marl.policies.base import Completion, Conversation, SamplingParams, TokenContext
+from llm_marl.policies.base import (
+    Completion,
+    Conversation,
+    SamplingParams,
+    TokenContext,
+    TokenContexts,
+)
 
 __all__ = ["END_OF_TURN_TOKENS", "ChatTokenizer"]
 
@@ -120,7 +126,7 @@ class ChatTokenizer:
     def batch_prompt_ids(
         self,
         conversations: Sequence[Conversation],
-        contexts: Sequence[TokenContext | None] | None = None,
+        contexts: TokenContexts = None,
     ) -> tuple[list[list[int]], list[bool]]:
         """Check a ``generate`` batch and build its prompts: ids, and whether each extends
         its context (see :meth:`prompt_ids`)."""
@@ -142,7 +148,7 @@ class ChatTokenizer:
         self,
         prompts: list[list[int]],
         extended: list[bool],
-        contexts: Sequence[TokenContext | None] | None,
+        contexts: TokenContexts,
         generated: tuple[list[list[int]], list[list[float]]],
         sampling: SamplingParams,
         *,

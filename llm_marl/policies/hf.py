@@ -36,6 +36,7 @@ from llm_marl.policies.base import (
     Conversation,
     SamplingParams,
     TokenContext,
+    TokenContexts,
     TrainablePolicy,
     call_seed,
 )
@@ -415,7 +416,7 @@ class HFPolicy:
         self,
         conversations: Sequence[Conversation],
         sampling: SamplingParams,
-        contexts: Sequence[TokenContext | None] | None = None,
+        contexts: TokenContexts = None,
     ) -> list[Completion]:
         """Sample one completion per conversation with a single batched ``generate`` call."""
         prompts, extended = self.chat.batch_prompt_ids(conversations, contexts)

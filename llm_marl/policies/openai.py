@@ -33,7 +33,7 @@ from llm_marl.policies.base import (
     Conversation,
     PolicyError,
     SamplingParams,
-    TokenContext,
+    TokenContexts,
 )
 from llm_marl.tools.http import HttpError, http_request, retry_after_seconds
 
@@ -365,7 +365,7 @@ class OpenAIPolicy:
         self,
         conversations: Sequence[Conversation],
         sampling: SamplingParams,
-        contexts: Sequence[TokenContext | None] | None = None,
+        contexts: TokenContexts = None,
     ) -> list[Completion]:
         """One request per conversation, at most ``max_concurrency`` in flight.
 

@@ -68,7 +68,7 @@ from llm_marl.policies.base import (
     Completion,
     Conversation,
     SamplingParams,
-    TokenContext,
+    TokenContexts,
     call_seed,
 )
 from llm_marl.policies.chat import ChatTokenizer
@@ -512,7 +512,7 @@ class VLLMPolicy:
         self,
         conversations: Sequence[Conversation],
         sampling: SamplingParams,
-        contexts: Sequence[TokenContext | None] | None = None,
+        contexts: TokenContexts = None,
     ) -> list[Completion]:
         """Sample one completion per conversation with a single ``LLM.generate`` call."""
         prompts, extended = self.chat.batch_prompt_ids(conversations, contexts)

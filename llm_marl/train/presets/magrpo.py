@@ -26,15 +26,16 @@ _RUN: dict[str, Any] = {
 # What the two toy presets share: tiny LMs, one-digit answers sampled at temperature 1, a KL
 # term, two passes per batch. Source of every toy value: chosen for llm_marl's CPU toys (they
 # learn in minutes on 2 cores), not taken from a paper.
+_TOY_SAMPLING: dict[str, Any] = {"max_new_tokens": 2, "temperature": 1.0, "top_p": 1.0}
 _TOY: dict[str, Any] = {
     "trainer": {
         "group_size": 16,
-        "sampling": {"max_new_tokens": 2, "temperature": 1.0, "top_p": 1.0},
+        "sampling": _TOY_SAMPLING,
         "eval_every": 25,
         # 8 sampled episodes per eval task, at the rollout sampling: the team's true
         # chance-level reward before training.
         "eval_group_size": 8,
-        "eval_sampling": {"max_new_tokens": 2, "temperature": 1.0, "top_p": 1.0},
+        "eval_sampling": _TOY_SAMPLING,
     },
     "algorithm": {
         "lr": 3e-3,
@@ -71,11 +72,14 @@ TOY_REFERENTIAL = preset(
     auto=True,
 )
 
+# The released rollout sampling of MAGRPO's code runs: 256 new tokens, temperature 0.6, top-p
+# 0.6 (LLM_Collab_Code_Generation's configs/magrpo_che_config.yaml, commit 07663c1).
+_CODE_SAMPLING: dict[str, Any] = {"max_new_tokens": 256, "temperature": 0.6, "top_p": 0.6}
+
 # Any other env (used when --env names a non-toy env and no --preset is given), with the
 # offline tiny LM unless --model is set. Sources: group size 4 and discount 0.9 are the
 # defaults of CoMLRL's MAGRPOConfig (comlrl/trainers/magrpo.py: num_generations, discount);
-# 256 new tokens, temperature 0.6 and top-p 0.6 are LLM_Collab_Code_Generation's
-# configs/magrpo_che_config.yaml; lr 5e-6 comes from the former example script, and no official
+# the sampling is _CODE_SAMPLING; lr 5e-6 comes from the former example script, and no official
 # file with it was found; steps, tasks per step and evaluation are ours.
 GENERIC = preset(
     "magrpo",
@@ -86,7 +90,7 @@ GENERIC = preset(
             "steps": 100,
             "group_size": 4,
             "tasks_per_step": 4,
-            "sampling": {"max_new_tokens": 256, "temperature": 0.6, "top_p": 0.6},
+            "sampling": _CODE_SAMPLING,
             "eval_every": 25,
             "eval_group_size": 1,  # one greedy episode per eval task
             "eval_sampling": None,
@@ -138,7 +142,7 @@ _CHE: dict[str, Any] = {
         "steps": 528,  # 8 epochs over the 66 training problems, one task per step
         "group_size": 4,
         "tasks_per_step": 1,
-        "sampling": {"max_new_tokens": 256, "temperature": 0.6, "top_p": 0.6},
+        "sampling": _CODE_SAMPLING,
         "eval_every": 32,
         "eval_group_size": 1,  # one greedy episode per eval task
         "eval_sampling": None,

@@ -87,6 +87,13 @@ MAGRPO_ARXIV = preset(
     defaults=(_RUN, _OFFICIAL),
 )
 
+# The offline toy's sampling, in training and evaluation alike: the budgets at which a random
+# tiny LM writes ~8 words (concise) and ~16 (detailed).
+_TOY_SAMPLING: dict[str, Any] = {
+    "concise": {"max_new_tokens": 40, "temperature": 1.0, "top_p": 1.0},
+    "detailed": {"max_new_tokens": 80, "temperature": 1.0, "top_p": 1.0},
+}
+
 # The offline toy: measured in tests/envs/writing/test_learning.py (held-out reward 0 -> > 0).
 TOY_TLDR = preset(
     "magrpo",
@@ -100,17 +107,11 @@ TOY_TLDR = preset(
             "steps": 12,
             "tasks_per_step": 4,
             "group_size": 8,
-            # Budgets at which a random tiny LM writes ~8 words (concise) and ~16 (detailed).
-            "sampling": {
-                "concise": {"max_new_tokens": 40, "temperature": 1.0, "top_p": 1.0},
-                "detailed": {"max_new_tokens": 80, "temperature": 1.0, "top_p": 1.0},
-            },
+            "sampling": _TOY_SAMPLING,
             "eval_every": 0,  # before and after training only
-            "eval_group_size": 4,  # sampled: the expected reward of the stochastic team
-            "eval_sampling": {
-                "concise": {"max_new_tokens": 40, "temperature": 1.0, "top_p": 1.0},
-                "detailed": {"max_new_tokens": 80, "temperature": 1.0, "top_p": 1.0},
-            },
+            # Sampled, at the rollout sampling: the expected reward of the stochastic team.
+            "eval_group_size": 4,
+            "eval_sampling": _TOY_SAMPLING,
         },
         "algorithm": {
             "lr": 5e-3,
