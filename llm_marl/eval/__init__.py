@@ -5,8 +5,10 @@
   env reports success, mean reward and its components everywhere, infrastructure errors
   counted and excluded, episodes to JSONL.
 * :func:`math_eval` — math benchmarks for an actor alone, with a hint or with a critic
-  (AgentPO's table); :func:`code_eval` — CoopHumanEval / HumanEval / MBPP (MAGRPO's table);
-  :func:`writing_eval` — TL;DR and arXiv co-writing (MAGRPO's lexical levels, ROUGE).
+  (AgentPO's table), and :mod:`llm_marl.eval.math_team` for the team topologies (debate,
+  roles: the team's majority answer); :func:`code_eval` — CoopHumanEval / HumanEval / MBPP
+  (MAGRPO's table); :func:`writing_eval` — TL;DR and arXiv co-writing (MAGRPO's lexical
+  levels, ROUGE).
 * :func:`format_report` — the table; :func:`read_episodes` + :func:`score_records` rescore an
   episodes file; :func:`pass_at_k` — the estimator.
 * ``llm-marl eval`` — the command line (:mod:`llm_marl.eval.cli`).

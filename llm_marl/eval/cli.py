@@ -6,6 +6,11 @@
     llm-marl eval --actor openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1 \\
         --hint hf:runs/agentpo/hint --benchmarks math500,aime24
 
+    # math teams (AgentPO debate / roles): the collaborator picks the env; one spec plays
+    # every frozen solver (--agent debater_2=SPEC gives one its own)
+    llm-marl eval --coordinator hf:runs/agentpo/coordinator \\
+        --solvers openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1 --benchmarks math500
+
     # coding (MAGRPO): helper+main play <benchmark>-v0, a lone coder <benchmark>_single-v0
     llm-marl eval --helper hf:runs/magrpo/helper --main hf:runs/magrpo/main \\
         --benchmarks coophumaneval,humaneval --split eval --samples 10 --k 1,5,10
@@ -16,8 +21,9 @@
 
 Policies are spec strings (:mod:`llm_marl.policies.factory`): ``hf:PATH[,adapter=DIR]``,
 ``openai:MODEL[@URL][,api_key_env=VAR]``, ``scripted:MODULE:FUNCTION``. ``--agent ROLE=SPEC``
-names any role; ``--actor``, ``--hint``, ``--critic``, ``--helper``, ``--main`` and ``--coder``
-are shortcuts for the roles of the math and coding families.
+names any role; ``--actor``, ``--hint``, ``--critic``, ``--coordinator``, ``--assigner``,
+``--solvers``, ``--helper``, ``--main`` and ``--coder`` are shortcuts for the roles of the math,
+math team and coding families.
 
 The family (what benchmark names mean, default sampling, extra columns) is ``--family``, else
 the family of the ``--env`` ids, else the one whose roles the team uses.
@@ -37,6 +43,7 @@ from llm_marl.errors import ConfigError
 from llm_marl.eval.coding import CODING
 from llm_marl.eval.family import EnvFamily, Family, split_names
 from llm_marl.eval.math import MATH
+from llm_marl.eval.math_team import MATH_TEAM
 from llm_marl.eval.metrics import check_k
 from llm_marl.eval.report import format_report
 from llm_marl.eval.writing import WRITING
@@ -46,7 +53,7 @@ from llm_marl.policies.quiet import quiet_transformers
 
 __all__ = ["FAMILIES", "main"]
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (MATH, CODING, WRITING)}
+FAMILIES: dict[str, Family] = {f.name: f for f in (MATH, MATH_TEAM, CODING, WRITING)}
 """The eval families the command line knows, by name; any other env is played as is."""
 
 ANY_ENV = EnvFamily()
@@ -117,7 +124,8 @@ def _parser() -> argparse.ArgumentParser:
         "--collaborator-max-new-tokens",
         type=int,
         default=None,
-        help="token budget of math's hint/critic (default 768)",
+        help="token budget of math's collaborator: hint, critic, coordinator, assigner "
+        "(default 768)",
     )
     how.add_argument(
         "--temperature", type=float, default=None, help="0 = greedy (default: the family's)"
@@ -236,7 +244,8 @@ def _sampling(family: Family, team: list[str], args: argparse.Namespace) -> dict
     collaborators = [a for a in team if a in family.collaborators]
     if args.collaborator_max_new_tokens is not None and not collaborators:
         raise ConfigError(
-            "--collaborator-max-new-tokens applies to a math hint/critic, and the team has none"
+            "--collaborator-max-new-tokens applies to a math collaborator (hint, critic, "
+            "coordinator, assigner), and the team has none"
         )
     out: dict[str, SamplingParams] = {}
     for agent, params in family.default_sampling(team).items():

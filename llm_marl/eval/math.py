@@ -127,12 +127,16 @@ class MathFamily(Family):
         return out
 
     def record_fields(self, episode: Episode) -> dict[str, Any]:
-        actor = episode.final_infos.get("actor", {})
+        graded = self.graded_infos(episode)
         return {
             "correct": episode.reward_components.get("correct"),
-            "answer": actor.get("answer"),
-            "reference": actor.get("reference"),
+            "answer": graded.get("answer"),
+            "reference": graded.get("reference"),
         }
+
+    def graded_infos(self, episode: Episode) -> Mapping[str, Any]:
+        """The final infos that hold the graded ``answer`` and its ``reference`` (the actor's)."""
+        return episode.final_infos.get("actor", {})
 
 
 MATH = MathFamily()

@@ -44,8 +44,9 @@ class PoliciesConfig:
     """Frozen agents, agent -> policy spec: ``tiny`` (an offline tiny LM, taught the toy answer
     format when ``format_warmup_steps`` > 0), ``hf:PATH`` (a local or Hub model),
     ``openai:MODEL@URL`` (an OpenAI-compatible server, key from ``$OPENAI_API_KEY``),
-    ``scripted:module:function`` (a Python function of the conversation). Every other agent is
-    trainable."""
+    ``scripted:module:function`` (a Python function of the conversation). Agents given the
+    same spec, ``tiny`` aside, share one policy object (one model in memory: a team of frozen
+    solvers). Every other agent is trainable."""
     expert: str | None = None
     """The coding envs' expert (with ``trainer.env_kwargs.feedback: expert``): a policy spec
     (``hf:PATH``, ``openai:MODEL@URL``, ``vllm:PATH``, ``scripted:MODULE:FUNCTION``; see

@@ -272,8 +272,9 @@ def build_policies(config: RunConfig) -> dict[str, Any]:
     """The policies of a run: frozen agents from their specs, the rest trainable.
 
     Models go under ``<output_dir>/models``. Frozen ``tiny`` agents are built (and taught the
-    toy format) first, then the trainable ones, which get the format warm-up last. Sets torch's
-    thread count if ``policies.threads`` is set.
+    toy format) first, then the trainable ones, which get the format warm-up last. Frozen agents
+    with the same spec (other than ``tiny``) share one policy object: one model in memory, one
+    batched generate call. Sets torch's thread count if ``policies.threads`` is set.
     """
     from llm_marl.policies.quiet import quiet_transformers
     from llm_marl.train.logging import check_logging_backends
@@ -286,7 +287,7 @@ def build_policies(config: RunConfig) -> dict[str, Any]:
 
 def _build_policies(config: RunConfig) -> dict[str, Any]:
     from llm_marl.envs.registration import make
-    from llm_marl.train.models import check_agents, frozen_policy, trainable_policies
+    from llm_marl.train.models import TINY, check_agents, frozen_policy, trainable_policies
     from llm_marl.train.warmup import num_symbols, toy_format_warmup
 
     pc, tc = config.policies, config.trainer
@@ -307,9 +308,14 @@ def _build_policies(config: RunConfig) -> dict[str, Any]:
         )
 
     policies: dict[str, Any] = {}
+    by_spec: dict[str, Any] = {}  # one policy per frozen spec (a team of solvers: one model)
     for j, agent in enumerate(a for a in agents if a in pc.frozen):
+        spec = pc.frozen[agent]
+        if spec in by_spec:
+            policies[agent] = by_spec[spec]
+            continue
         policies[agent] = frozen_policy(
-            pc.frozen[agent],
+            spec,
             agent,
             pc,
             out / "frozen" / agent,
@@ -317,6 +323,8 @@ def _build_policies(config: RunConfig) -> dict[str, Any]:
             model_seed=tc.seed + 100 + j,
             warmup=warmup if pc.format_warmup_steps else None,
         )
+        if spec != TINY:  # each frozen tiny agent is a model of its own (its own seed)
+            by_spec[spec] = policies[agent]
     kl = getattr(config.algorithm, "kl_coef", 0.0) > 0
     learners = trainable_policies(pc, trainable, out, seed=tc.seed, reference=kl)
     if pc.format_warmup_steps:
@@ -340,16 +348,26 @@ class FrozenWeights:
             for agent, policy in policies.items()
             if not getattr(policy, "trainable", False) and hasattr(policy, "model")
         }
-        self.digests = {agent: _digest(p.model) for agent, p in self.policies.items()}
+        self.digests = _digests(self.policies)
 
     def verify(self, *, report: bool = True) -> None:
         """Raise if a frozen model changed; with ``report``, print one line per frozen agent."""
+        now = _digests(self.policies)
         for agent, before in self.digests.items():
-            same = _digest(self.policies[agent].model) == before
+            same = now[agent] == before
             if report:
                 print(f"frozen {agent} weights bit-identical after training: {same}")
             if not same:
                 raise RuntimeError(f"the frozen {agent} changed during training")
+
+
+def _digests(policies: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """Each agent's model digest; a model that plays several agents is hashed once."""
+    by_model: dict[int, dict[str, str]] = {}
+    for policy in policies.values():
+        if id(policy.model) not in by_model:
+            by_model[id(policy.model)] = _digest(policy.model)
+    return {agent: by_model[id(p.model)] for agent, p in policies.items()}
 
 
 def _digest(model: Any) -> dict[str, str]:

@@ -67,8 +67,9 @@ def test_help_lists_families_roles_and_spec_forms(capsys):
         main(["--help"])
     assert info.value.code == 0
     text = capsys.readouterr().out
-    for word in ("--family", "{coding,math,writing}", "--env", "--agent", "--actor", "--hint", "--critic",
-                 "--helper", "--main", "--coder", "--k", "--env-arg", "--episodes-out",
+    for word in ("--family", "{coding,math,math_team,writing}", "--env", "--agent", "--actor",
+                 "--hint", "--critic", "--coordinator", "--assigner", "--solvers", "--helper",
+                 "--main", "--coder", "--k", "--env-arg", "--episodes-out",
                  "hf:PATH", "openai:MODEL", "vllm:PATH", "scripted:MODULE:FUNCTION"):  # fmt: skip
         assert word in text, word
 
@@ -140,7 +141,7 @@ def test_any_env_with_its_own_config(team, capsys):
         (["--coder", "vllm:/models/x"], "vllm:/models/x: "),  # not installed, or no such model
         (
             ["--coder", "scripted:cli_team:CODER", "--collaborator-max-new-tokens", "9"],
-            "applies to a math hint/critic",
+            "applies to a math collaborator",
         ),
         (
             ["--coder", "scripted:cli_team:CODER", "--samples", "2", "--k", "5"],

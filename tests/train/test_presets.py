@@ -253,7 +253,8 @@ def test_no_preset_was_lost_or_added_silently():
     added = ["magrpo-coop-humaneval-clipped", "magrpo-humaneval"]  # issue 12
     writing = ["magrpo-tldr", "magrpo-arxiv", "toy-tldr"]  # tests/envs/writing/test_presets.py
     assert [p.name for p in presets_for("magrpo")] == [*MAGRPO_EXAMPLE_PRESETS, *added, *writing]
-    assert [p.name for p in presets_for("agentpo")] == list(AGENTPO_EXAMPLE_PRESETS)
+    teams = ["agentpo-math-debate", "agentpo-math-roles"]  # tests/train/test_team_presets.py
+    assert [p.name for p in presets_for("agentpo")] == [*AGENTPO_EXAMPLE_PRESETS, *teams]
     assert [p.name for p in presets_for("matpo")] == ["toy-delegation", "matpo-paper"]
 
 

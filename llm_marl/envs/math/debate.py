@@ -81,8 +81,10 @@ requests)::
     Trainer(AgentPO(), policies, TrainerConfig(env="math_debate-v0", ...)).train()
 
 The release decodes the debaters greedily (``temperature=0``, ``max_tokens=2048``): give them
-that per-agent ``sampling``. From a run config, name each debater in ``policies.frozen``. No
-paper preset covers this topology yet. Or fold the debaters into the env with
+that per-agent ``sampling``. From a run config, name each debater in ``policies.frozen`` (one
+spec for all: one model). The release's run is the preset ``agentpo-math-debate``
+(:mod:`llm_marl.train.presets.agentpo`); ``llm-marl eval --coordinator SPEC --solvers SPEC``
+scores a team (:mod:`llm_marl.eval.math_team`). Or fold the debaters into the env with
 :class:`~llm_marl.rollout.FrozenAgents`.
 
 >>> import llm_marl

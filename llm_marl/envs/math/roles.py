@@ -64,8 +64,10 @@ Prompts
     system prompt sends none.
 
 Training: AgentPO with ``assigner`` trainable and the solvers frozen (one frozen model may play
-every solver: one policy object for all), as for ``math_debate-v0``; no paper preset covers
-this topology. Or fold the solvers into the env with :class:`~llm_marl.rollout.FrozenAgents`.
+every solver: one policy object for all), as for ``math_debate-v0``; the preset
+``agentpo-math-roles`` takes the debate run's released values (no release covers this
+topology), and ``llm-marl eval --assigner SPEC --solvers SPEC`` scores a team. Or fold the
+solvers into the env with :class:`~llm_marl.rollout.FrozenAgents`.
 
 >>> import llm_marl
 >>> env = llm_marl.make("math_roles-v0", num_solvers=2)

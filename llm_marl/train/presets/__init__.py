@@ -9,8 +9,9 @@ then command-line flags); ``llm-marl train --help`` lists the presets of each al
   a generic preset for any env, CoopHumanEval as in Liu et al. 2025.
 * :mod:`~llm_marl.train.presets.magrpo_writing` — MAGRPO co-writing: TL;DR and arXiv as in the
   official LLM_Collab_Writing configs, and an offline TL;DR toy.
-* :mod:`~llm_marl.train.presets.agentpo` — AgentPO-GRPO: the toy referential game, and the
-  paper's math hint / critic topologies.
+* :mod:`~llm_marl.train.presets.agentpo` — AgentPO-GRPO: the toy referential game, the
+  paper's math hint / critic topologies, and the team topologies (the release's debate run,
+  our role assignment).
 * :mod:`~llm_marl.train.presets.matpo` — MATPO: the offline toy delegation game, and the
   paper's planner-worker web search.
 

@@ -15,7 +15,8 @@ switched ``scripts/train.sh`` to a multi-agent-debate experiment):
   ``clip_ratio_high=0.28``, ``clip_ratio_c=10.0``, ``loss_agg_mode=token-mean``, no KL,
   ``max_response_length=768``, rollout ``temperature=1.0``, ``top_p=1.0``; validation
   ``val_kwargs`` temperature 1.0, ``top_p=0.7``, ``n=1``; ``test_freq=100``,
-  ``save_freq=100``, ``val_before_train=False``; ``MODEL_PATH`` Qwen2.5-3B-Instruct,
+  ``save_freq=100``, ``val_before_train=False`` (``True`` in 8987a7e, ``False`` from the next
+  commit, 3d557c8, on); ``MODEL_PATH`` Qwen2.5-3B-Instruct,
   ``actor_model=Llama-3.2-3B``.
 * ``agentpo/reward_manager_agentpo.py`` — the frozen actor is queried with ``max_tokens=2048``,
   ``temperature=0``, ``top_p=1.0`` (greedy), in training and validation alike.
@@ -37,13 +38,47 @@ The paper's frozen actor can be served by any OpenAI-compatible server instead::
 
     llm-marl train --algo agentpo --preset agentpo-math-critic \\
         --policies.frozen.actor openai:meta-llama/Llama-3.2-3B-Instruct@http://localhost:8000/v1
+
+Team topologies (``math_debate-v0``, ``math_roles-v0``: one collaborator among frozen solvers,
+the team's answer a majority vote; :mod:`llm_marl.envs.math.team`):
+
+* ``agentpo-math-debate`` follows the release's multi-agent-debate run, commit 1a91658 ("mad").
+  Its ``scripts/train.sh`` keeps every optimisation, sampling, data and schedule value of the
+  hint/critic run above (lines 14-34, 47, 66-69, 81, 133, 148-156, 166-174, 189-192),
+  so the preset shares them, and changes the team: ``cooperation_mode=mad`` (line 84),
+  ``mad_num_agents=3``, ``mad_debate_rounds=2``, ``mad_topology=full``,
+  ``mad_multi_persona=False`` (lines 87-90), and the frozen model
+  ``actor_model=Qwen2.5-7B-SiliconFlow`` (line 83), which ``agentpo/llm_fn.py`` (line 22)
+  resolves to ``Qwen/Qwen2.5-7B-Instruct``. The debaters' decoding is ``MADConfig``'s
+  (``agentpo/debate/config.py`` lines 12-16, not overridden by the script): greedy
+  (``temperature=0.0``, ``top_p=1.0``), ``max_tokens=2048``, peers' responses cut to
+  ``max_peer_chars=2000``; ``use_majority_vote=True`` (line 21). ``agentpo/main_dapo.py``
+  (lines 191-214) gives the same ``mad`` config to the validation reward, so evaluation decodes
+  the debaters the same way. The release validates on ``test_solutions_50.parquet`` (train.sh line 59, unpublished);
+  the preset evaluates on the paper's five benchmarks, the list of the release's own evaluation
+  script of that commit (``scripts/eval_llama_api.sh`` line 19, ``DATA_NAMES``).
+* ``agentpo-math-roles``: the release has no role-assignment code (``math_roles-v0`` is our
+  design, see its docstring), so no value of this preset is the release's for this topology.
+  They are taken from the closest released setting, the debate run above with its revision
+  rounds removed (a collaborator writes once, three frozen solvers answer once, majority vote):
+  its optimisation, sampling and data (as every preset here), three solvers
+  (``mad_num_agents=3``), the solvers' model (Qwen2.5-7B-Instruct) and decoding (greedy, 2,048
+  tokens, ``MADConfig``). Ours: the role prompt and ``max_role_chars`` (the env's defaults).
+
+A frozen spec named by several agents builds one model that plays all of them (as the release
+calls one actor model N times): the three solvers cost one 7B model's memory. The CPU smoke
+version (``docs/reproduce.md``, ``tests/train/test_team_presets.py``) is the same preset with
+``--model tiny``, every solver ``tiny``, 8-token budgets, one problem of each held-out
+benchmark and one step.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from llm_marl.envs.math.datasets import AGENTPO_EVAL_BENCHMARKS
+from llm_marl.envs.math.team import solver_names
 from llm_marl.train.presets import preset
 
 _RUN: dict[str, Any] = {"trainer": {"output_dir": "runs/agentpo", "log_every": None}}
@@ -85,10 +120,13 @@ _COLLABORATOR_EVAL_SAMPLING = {"max_new_tokens": 768, "temperature": 1.0, "top_p
 # The frozen actor: greedy with its own 2,048-token budget (reward_manager_agentpo.py).
 _ACTOR_SAMPLING = {"max_new_tokens": 2048, "temperature": 0.0, "top_p": 1.0}
 
+# The training problems: the first 500 (dataset_num=500) of the stand-in for math8k_hard.
+_TRAIN_DATA: dict[str, Any] = {"dataset": "math_level3to5", "split": "train", "limit": 500}
+
 _RELEASED: dict[str, Any] = {
     "trainer": {
         # 500 problems, 4 per step, 1 epoch.
-        "env_kwargs": {"dataset": "math_level3to5", "split": "train", "limit": 500},
+        "env_kwargs": _TRAIN_DATA,
         "eval_env_kwargs": {
             "dataset": list(AGENTPO_EVAL_BENCHMARKS),
             "split": None,  # each benchmark's test split
@@ -125,16 +163,17 @@ _RELEASED: dict[str, Any] = {
 }
 
 
-def _released(collaborator: str) -> dict[str, Any]:
+def _released(
+    collaborator: str, frozen: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
     """The per-agent sampling of the released config for the topology whose trained agent is
-    ``collaborator``."""
+    ``collaborator``; ``frozen`` is each frozen agent's sampling, in training and evaluation
+    alike (default: the hint/critic release's actor)."""
+    frozen = {"actor": _ACTOR_SAMPLING} if frozen is None else frozen
     return {
         "trainer": {
-            "sampling": {collaborator: _COLLABORATOR_SAMPLING, "actor": _ACTOR_SAMPLING},
-            "eval_sampling": {
-                collaborator: _COLLABORATOR_EVAL_SAMPLING,
-                "actor": _ACTOR_SAMPLING,
-            },
+            "sampling": {collaborator: _COLLABORATOR_SAMPLING, **frozen},
+            "eval_sampling": {collaborator: _COLLABORATOR_EVAL_SAMPLING, **frozen},
         },
         "algorithm": {"collaborator": collaborator},
     }
@@ -157,4 +196,67 @@ AGENTPO_MATH_CRITIC = preset(
     "the paper's critic topology: Qwen2.5-3B-Instruct critic, greedy frozen Llama-3.2-3B actor",
     {"trainer": {"env": "math_critic-v0"}},
     defaults=(_RUN, _RELEASED, _released("critic")),
+)
+
+
+# ------------------------------------------------------- team topologies (release commit 1a91658)
+
+# The mad run's frozen model: actor_model=Qwen2.5-7B-SiliconFlow (scripts/train.sh line 83),
+# i.e. Qwen/Qwen2.5-7B-Instruct (agentpo/llm_fn.py line 22). One spec for every solver: one model.
+_TEAM_MODEL = "hf:Qwen/Qwen2.5-7B-Instruct"
+# The debaters' decoding: MADConfig's temperature=0.0, top_p=1.0, max_tokens=2048
+# (agentpo/debate/config.py lines 12-14), in training and validation (main_dapo.py 191-214).
+_SOLVER_SAMPLING = {"max_new_tokens": 2048, "temperature": 0.0, "top_p": 1.0}
+_NUM_SOLVERS = 3  # mad_num_agents=3 (scripts/train.sh line 87)
+
+_DEBATERS = solver_names("debater", _NUM_SOLVERS)
+# Loss, optimiser, data, schedule, collaborator sampling: as agentpo-math-hint (the mad
+# train.sh keeps them). The team: debate/config.py and train.sh lines 87-90.
+AGENTPO_MATH_DEBATE = preset(
+    "agentpo",
+    "agentpo-math-debate",
+    "the release's multi-agent debate: Qwen2.5-3B-Instruct coordinator, 3 greedy frozen "
+    "Qwen2.5-7B-Instruct debaters, 2 rounds, majority vote",
+    {
+        "trainer": {
+            "env": "math_debate-v0",
+            "env_kwargs": {
+                **_TRAIN_DATA,
+                "num_debaters": _NUM_SOLVERS,
+                "rounds": 2,  # mad_debate_rounds=2 (train.sh line 88)
+                "topology": "full",  # mad_topology=full (line 89)
+                "personas": False,  # mad_multi_persona=False (line 90)
+                "max_peer_chars": 2000,  # MADConfig.max_peer_chars (debate/config.py line 16)
+                "aggregate": "vote",  # MADConfig.use_majority_vote=True (line 21)
+            },
+        },
+        "policies": {"frozen": dict.fromkeys(_DEBATERS, _TEAM_MODEL)},
+    },
+    defaults=(
+        _RUN,
+        _RELEASED,
+        _released("coordinator", dict.fromkeys(_DEBATERS, _SOLVER_SAMPLING)),
+    ),
+)
+
+_ROLE_SOLVERS = solver_names("solver", _NUM_SOLVERS)
+# No released code: every value is the debate run's (its closest released setting: the debate
+# without revision rounds), documented as such in the module docstring.
+AGENTPO_MATH_ROLES = preset(
+    "agentpo",
+    "agentpo-math-roles",
+    "our role-assignment topology with the debate run's values: Qwen2.5-3B-Instruct assigner, "
+    "3 greedy frozen Qwen2.5-7B-Instruct solvers, majority vote",
+    {
+        "trainer": {
+            "env": "math_roles-v0",
+            "env_kwargs": {**_TRAIN_DATA, "num_solvers": _NUM_SOLVERS, "aggregate": "vote"},
+        },
+        "policies": {"frozen": dict.fromkeys(_ROLE_SOLVERS, _TEAM_MODEL)},
+    },
+    defaults=(
+        _RUN,
+        _RELEASED,
+        _released("assigner", dict.fromkeys(_ROLE_SOLVERS, _SOLVER_SAMPLING)),
+    ),
 )
