@@ -7,9 +7,21 @@ Everything here is plain arithmetic on rewards; nothing touches a model. The GRP
 * ``baseline="rloo"`` — ``A_i = R_i - mean(R_{j != i})`` (leave-one-out: unbiased),
 * ``baseline="none"`` — ``A_i = R_i`` (plain REINFORCE),
 
-optionally divided by the group's standard deviation (``scale="std"``, GRPO's normalisation; the
-unbiased estimator, as in TRL and verl) so that every task weighs the same whatever its reward
-spread. A group whose rewards are all equal carries no signal: its advantages are exactly zero.
+optionally divided by the group's standard deviation so that every task weighs the same
+whatever its reward spread. Two conventions exist and both are offered, exactly:
+
+* ``scale="std"`` — ``A / (std + eps)`` with the unbiased (``n - 1``) std and ``eps = 1e-6``:
+  verl's ``compute_grpo_outcome_advantage`` (``torch.std``, ``epsilon=1e-6``), which the AgentPO
+  and MATPO releases train with (``adv_estimator=grpo``; for groups of two or more). TRL's ``GRPOTrainer`` also divides by
+  the unbiased std, with ``1e-4`` in place of ``eps``.
+* ``scale="population-std"`` — ``A / max(std, eps)`` with the population (``n``) std: CoMLRL's
+  MAGRPO (1.4.3, ``comlrl/trainers/reinforce/magrpo.py``, line 1632 of
+  ``MAGRPOTrainer._compute_loss_with_gradients``:
+  ``std = advantages.std(unbiased=False).clamp(min=1e-6)``). With ``baseline="mean"`` this is
+  CoMLRL's ``advantage_normalization=True`` exactly; at ``G = 4`` its advantages are
+  ``sqrt(4/3)`` times those of ``"std"``.
+
+A group whose rewards are all equal carries no signal: its advantages are exactly zero.
 
 Multi-turn episodes credit each turn with its discounted return-to-go (:func:`turn_returns`),
 and the baseline of turn ``t`` is taken over the group's returns at turn ``t``
@@ -29,10 +41,10 @@ from llm_marl.rollout.tree import RolloutTree, TreeNode
 from llm_marl.rollout.types import Episode
 
 Baseline = Literal["mean", "rloo", "none"]
-Scale = Literal["std", "none"]
+Scale = Literal["std", "population-std", "none"]
 
 BASELINES = ("mean", "rloo", "none")
-SCALES = ("std", "none")
+SCALES = ("std", "population-std", "none")
 
 
 def check_baseline(baseline: str, scale: str) -> None:
@@ -56,6 +68,10 @@ def group_advantages(
         [0.5, -0.5, -0.5, 0.5]
         >>> [round(a, 3) for a in group_advantages([1.0, 0.0, 0.0], baseline="rloo")]
         [1.0, -0.5, -0.5]
+        >>> [round(a, 3) for a in group_advantages([1.0, 0.0, 0.0, 1.0], scale="std")]
+        [0.866, -0.866, -0.866, 0.866]
+        >>> [round(a, 3) for a in group_advantages([1.0, 0.0, 0.0, 1.0], scale="population-std")]
+        [1.0, -1.0, -1.0, 1.0]
     """
     check_baseline(baseline, scale)
     r = [float(x) for x in rewards]
@@ -72,12 +88,15 @@ def group_advantages(
         adv = [0.0] * n if n == 1 else [x - (total - x) / (n - 1) for x in r]
     else:
         adv = list(r)
-    if scale == "std":
+    if scale != "none":
         if n < 2:
             return [0.0] * n
         mean = total / n
-        std = math.sqrt(sum((x - mean) ** 2 for x in r) / (n - 1))
-        adv = [a / (std + eps) for a in adv]
+        squares = sum((x - mean) ** 2 for x in r)
+        if scale == "std":  # verl's: unbiased, eps added
+            adv = [a / (math.sqrt(squares / (n - 1)) + eps) for a in adv]
+        else:  # CoMLRL's: population std, clamped at eps
+            adv = [a / max(math.sqrt(squares / n), eps) for a in adv]
     # Exact zeros for constant groups (float noise would otherwise leak a tiny gradient).
     if baseline != "none" and all(x == r[0] for x in r):
         adv = [0.0] * n

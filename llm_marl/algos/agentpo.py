@@ -73,7 +73,9 @@ class AgentPOConfig(PGConfig):
     baseline: Baseline = "mean"
     """GRPO's group-mean baseline."""
     scale: Scale = "std"
-    """GRPO divides by the group's reward std."""
+    """GRPO divides by the group's unbiased reward std plus 1e-6, as the release's verl
+    (``verl/verl/trainer/ppo/core_algos.py``: ``compute_grpo_outcome_advantage``, ``torch.std``);
+    ``population-std`` / ``none``: see :mod:`llm_marl.algos.advantages`."""
     reward_component: str | None = None
     """Learn from this binary reward component (e.g. ``"success"`` on the toy envs,
     ``"correct"`` on the math envs) instead of the joint reward; ``None``: the joint reward

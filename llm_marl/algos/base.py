@@ -111,7 +111,8 @@ class Algorithm(ABC):
         task. An algorithm that rolls out another way overrides it (MAGRPO's tree mode returns
         :class:`~llm_marl.rollout.tree.RolloutTree` s); :meth:`update` then receives what this
         returned, less the failed ones (``.ok`` false). ``options`` are ``collect``'s keyword
-        options (``env_kwargs``, ``progress``, ``max_workers``). Evaluation never goes through
+        options (``env_kwargs``, ``progress``, ``max_workers``, and ``share_frozen`` when the
+        run sets it). Evaluation never goes through
         this: it always plays linear episodes.
         """
         return collect(

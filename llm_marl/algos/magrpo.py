@@ -88,7 +88,9 @@ class MAGRPOConfig(PGConfig):
     baseline: Baseline = "mean"
     """Group baseline: ``mean`` (MAGRPO), ``rloo`` (leave-one-out) or ``none``."""
     scale: Scale = "none"
-    """``std`` divides advantages by the group's reward std; MAGRPO uses the raw difference."""
+    """``none``: the raw difference. ``population-std`` divides by the group's population std,
+    as CoMLRL's MAGRPO with ``advantage_normalization`` (the paper presets); ``std`` by the
+    unbiased std (verl's GRPO). See :mod:`llm_marl.algos.advantages`."""
     reward_component: str | None = None
     """Learn from this reward component (credited at the last step; in a tree, at the leaves)
     instead of the joint reward; ``None``: the joint reward of every step."""

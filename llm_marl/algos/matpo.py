@@ -82,7 +82,9 @@ class MATPOConfig(PGConfig):
     planner_weight: float = 0.5
     """With ``balance``: the planner's share of the loss (the workers share the rest)."""
     scale: Scale = "std"
-    """Divide by the group's std (GRPO, as the official ``adv_estimator=grpo``); ``none``: don't."""
+    """Divide by the group's unbiased std plus 1e-6, as the official ``adv_estimator=grpo``
+    (verl's ``compute_grpo_outcome_advantage``, ``torch.std``); ``none``: don't;
+    ``population-std``: see :mod:`llm_marl.algos.advantages`."""
     reward_component: str | None = None
     """Learn from this reward component (e.g. ``matpo``, ``em``) instead of the joint reward."""
 

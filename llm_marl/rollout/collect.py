@@ -8,6 +8,12 @@ a 1-5B model rollout fast on a GPU, and even a tiny model on a CPU (see
 
 Groups: every task is played by ``group_size`` copies (the GRPO group); episodes come back
 task-major (task 0's G copies, then task 1's, ...).
+
+Shared frozen requests (``share_frozen``): when several episodes of one group ask a frozen agent
+the same thing (same policy and sampling, equal conversation and token stream), the policy
+samples one completion and every copy gets it. A group then acts from one shared state — with
+a sampling frozen actor in ``math_critic-v0``, the ``G`` critiques of a group critique one live
+draft — and a greedy frozen agent is simply asked ``G`` times less.
 """
 
 from __future__ import annotations
@@ -15,7 +21,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -48,6 +55,7 @@ def collect(
     max_workers: int | None = None,
     on_generate: Callable[[Policy, int], None] | None = None,
     raise_if_env_always_fails: bool = False,
+    share_frozen: Collection[str] = (),
 ) -> list[Episode]:
     """Play ``tasks`` x ``group_size`` episodes and return them task-major.
 
@@ -69,6 +77,13 @@ def collect(
         raise_if_env_always_fails: re-raise the env's first exception when it raised in *every*
             episode (evaluation sets it: an env that always raises is a bug to report, not a
             result). Off by default, so that training never crashes on env faults.
+        share_frozen: frozen agents whose identical requests within one group are sampled once
+            (see the module docstring): a request of agent ``a`` in episode ``k`` is served by
+            the first request of ``a`` in ``k``'s group with an equal conversation and token
+            stream. Every copy's :class:`Turn` records the completion, marked ``shared``.
+            Sharing happens within a group only (never across tasks, nor between two agents
+            that share a policy object). A trainable agent (or one whose policy object is
+            trainable) is refused: its group would hold one sample ``G`` times.
 
     Faults never crash the batch: an episode whose policy request fails (:class:`PolicyError`;
     with OpenAIPolicy only the conversations that failed), whose env raises in ``reset`` or
@@ -81,7 +96,9 @@ def collect(
         raise ValueError(f"group_size must be an int >= 1, got {group_size!r}")
     vec, owned, slots = _build_envs(env, tasks, group_size, env_kwargs, seed, max_workers)
     try:
-        collector = _Collector(vec, slots, policies, group_size, sampling, seed, on_generate)
+        collector = _Collector(
+            vec, slots, policies, group_size, sampling, seed, on_generate, share_frozen
+        )
         return collector.run(progress, raise_if_env_always_fails)
     finally:
         if owned:
@@ -146,13 +163,14 @@ def _resolve_tasks(probe, tasks, seed) -> list[dict[str, Any]]:
 
 
 class _Collector:
-    def __init__(self, vec, slots, policies, group_size, sampling, seed, on_generate):
+    def __init__(self, vec, slots, policies, group_size, sampling, seed, on_generate, share=()):
         self.vec = vec
         self.slots = slots
         self.seed = seed
         self.on_generate = on_generate
         agents = list(vec.envs[0].possible_agents)
         self.policies = check_policies(policies, agents)
+        self.share = check_share_frozen(share, self.policies)
         self.sampling = per_agent_sampling(sampling, agents, default=SamplingParams())
         # A stable per-policy number (order of first appearance) to derive sampling seeds from.
         self.policy_index: dict[int, int] = {}
@@ -218,13 +236,13 @@ class _Collector:
                     actions[k] = {}
             failed: dict[int, str] = {}
             for (policy, sampling), reqs in requests.items():
-                completions = self._generate(policy, sampling, reqs, obs, step)
-                for (k, agent), completion in zip(reqs, completions):
+                completions, shared = self._generate(policy, sampling, reqs, obs, step)
+                for (k, agent), completion, copy in zip(reqs, completions, shared):
                     if isinstance(completion, str):  # the batch (or this item) failed
                         failed[k] = completion
                         continue
                     parent = _parent_of(infos[k][agent])
-                    self._record(k, agent, step, obs[k][agent], completion, parent)
+                    self._record(k, agent, step, obs[k][agent], completion, parent, copy)
                     actions[k][agent] = completion.text
             for k, error in failed.items():
                 self._fail(k, error)
@@ -301,20 +319,25 @@ class _Collector:
                 requests.setdefault(key, []).append((k, agent))
         return {(key[0].obj, key[1]): reqs for key, reqs in requests.items()}, stuck
 
-    def _generate(self, policy, sampling, reqs, obs, step) -> list[Completion | str]:
+    def _generate(self, policy, sampling, reqs, obs, step):
         conversations = [obs[k][agent] for k, agent in reqs]
         contexts = [stream_context(self.contexts[k].get(agent), obs[k][agent]) for k, agent in reqs]
-        return generate_batch(
+        # A shared agent's requests are identical only within its group (the task's G copies).
+        keys = [(self.slots[k][0], agent) if agent in self.share else None for k, agent in reqs]
+        return generate_shared(
             policy,
             step_sampling(sampling, self.seed, step, self.policy_index[id(policy)]),
             conversations,
             contexts,
+            keys,
             self.on_generate,
         )
 
-    def _record(self, k, agent, step, observation, completion: Completion, parent=None) -> None:
+    def _record(
+        self, k, agent, step, observation, completion: Completion, parent=None, shared=False
+    ) -> None:
         turn, entry = record_turn(
-            agent, step, observation, completion, self.contexts[k].get(agent), parent
+            agent, step, observation, completion, self.contexts[k].get(agent), parent, shared
         )
         self.episodes[k].trajectories[agent].turns.append(turn)
         if entry is not None:
@@ -395,6 +418,99 @@ def generate_batch(
     return out
 
 
+def generate_shared(
+    policy: Policy,
+    sampling: SamplingParams,
+    conversations: list[list[dict[str, Any]]],
+    contexts: list[TokenContext | None],
+    keys: Sequence[Hashable | None],
+    on_generate: Callable[[Policy, int], None] | None = None,
+) -> tuple[list[Completion | str], list[bool]]:
+    """:func:`generate_batch` in which identical requests are generated once.
+
+    Requests ``i`` and ``j`` are identical when ``keys[i] == keys[j]`` is not None and their
+    conversations and token contexts are equal; only the first of them goes to the policy, and
+    every copy gets its completion (or its error). Returns the completions, one per request,
+    and for each request whether its completion went to more than one request. With no key
+    set this is exactly :func:`generate_batch`.
+    """
+    source = identical_requests(keys, conversations, contexts)
+    firsts = [i for i, j in enumerate(source) if i == j]
+    if len(firsts) == len(source):  # nothing to share: the plain batch
+        unshared = [False] * len(source)
+        return generate_batch(policy, sampling, conversations, contexts, on_generate), unshared
+    done = generate_batch(
+        policy,
+        sampling,
+        [conversations[i] for i in firsts],
+        [contexts[i] for i in firsts],
+        on_generate,
+    )
+    by_first = dict(zip(firsts, done))
+    copies = Counter(source)
+    return [by_first[j] for j in source], [copies[j] > 1 for j in source]
+
+
+def identical_requests(
+    keys: Sequence[Hashable | None],
+    conversations: Sequence[Sequence[dict[str, Any]]],
+    contexts: Sequence[TokenContext | None],
+) -> list[int]:
+    """For each request, the index of the first request identical to it (itself when none
+    comes before); see :func:`generate_shared`. A request with key ``None`` is never shared."""
+    firsts: dict[Hashable, list[int]] = {}
+    out: list[int] = []
+    for i, key in enumerate(keys):
+        if key is None:
+            out.append(i)
+            continue
+        seen = firsts.setdefault(key, [])
+        same = next(
+            (
+                j
+                for j in seen
+                if contexts[j] == contexts[i] and conversations[j] == conversations[i]
+            ),
+            None,
+        )
+        if same is None:
+            seen.append(i)
+            out.append(i)
+        else:
+            out.append(same)
+    return out
+
+
+def check_share_frozen(
+    names: Collection[str] | str, policies: Mapping[str, Policy]
+) -> frozenset[str]:
+    """Validate ``share_frozen`` (see :func:`collect`) against ``{agent: policy}``.
+
+    Every name must be an agent that ``policies`` plays, with a frozen policy: sharing one
+    sample across a group would give a trainable agent ``G`` copies of one sample and no
+    group-relative signal. A single name may be given as a string.
+    """
+    if isinstance(names, str):
+        names = (names,)
+    if not isinstance(names, Collection) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"share_frozen must be a collection of agent names, got {names!r:.80}")
+    unknown = [n for n in names if n not in policies]
+    if unknown:
+        raise ValueError(
+            f"share_frozen names {unknown}, which are not agents of the env (its agents are "
+            f"{list(policies)}; agents folded into the env by FrozenAgents are played by the "
+            "wrapper, not by collect, and cannot be shared)"
+        )
+    trainable = [n for n in names if getattr(policies[n], "trainable", False)]
+    if trainable:
+        raise ValueError(
+            f"share_frozen names trainable agents {trainable}: a shared request gives every "
+            "episode of the group the same sample, so the group would compare a trainable "
+            "agent's sample with itself. Share only frozen agents (trainable=False)"
+        )
+    return frozenset(names)
+
+
 def stream_context(
     entry: StreamEntry | None, conversation: Sequence[dict[str, Any]]
 ) -> TokenContext | None:
@@ -418,9 +534,11 @@ def record_turn(
     completion: Completion,
     entry: StreamEntry | None,
     parent: tuple[str, int] | None = None,
+    shared: bool = False,
 ) -> tuple[Turn, StreamEntry | None]:
     """The :class:`Turn` of ``completion`` and the agent's stream after it (``None``: a
-    text-only completion, the stream is unchanged)."""
+    text-only completion, the stream is unchanged). ``shared``: the completion went to
+    several episodes (:attr:`Turn.shared`)."""
     ctx = stream_context(entry, observation)
     continues = bool(
         ctx is not None
@@ -438,6 +556,7 @@ def record_turn(
         continues_stream=continues,
         observation=observation,
         parent=parent,
+        shared=shared,
     )
     if not completion.prompt_ids:
         return turn, None

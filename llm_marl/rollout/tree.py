@@ -20,6 +20,9 @@ advantages computed on a tree live in :mod:`llm_marl.algos.advantages` (:func:`t
   ``G + G^2 + ... + G^depth`` nodes.
 * **Batching**: every level of every tree is generated together, one ``generate`` call per
   (policy, sampling) pair per level, never one per node.
+* **Shared frozen requests** (``share_frozen``, as in :func:`~llm_marl.rollout.collect`): the
+  group is a sibling group, so a frozen agent named there is asked once per sibling group and
+  its ``G`` siblings differ only in the other agents' actions.
 * **Branching a state** replays its history: a child group needs ``G`` envs in the state its
   parent's joint action led to. The parent's own env is reused for the first child; each other
   one is a fresh env reset with the tree's seed and task and stepped through the joint actions
@@ -42,7 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,7 +63,8 @@ from llm_marl.rollout.collect import (
     _parent_of,
     _resolve_tasks,
     check_policies,
-    generate_batch,
+    check_share_frozen,
+    generate_shared,
     record_turn,
     step_sampling,
     stream_context,
@@ -215,6 +219,7 @@ def collect_tree(
     progress: bool = True,
     max_workers: int | None = None,
     on_generate: Callable[[Policy, int], None] | None = None,
+    share_frozen: Collection[str] = (),
 ) -> list[RolloutTree]:
     """Play one rollout tree per task (see the module docstring); trees come back in task order.
 
@@ -233,6 +238,8 @@ def collect_tree(
         seed: base seed of env resets (task ``i``: ``seed + i``) and of sampling.
         progress: show a progress bar over played joint actions.
         on_generate: called as ``on_generate(policy, batch_size)`` after each generate call.
+        share_frozen: frozen agents asked once per sibling group when their requests are
+            identical (see the module docstring); trainable agents are refused.
     """
     if isinstance(branching, bool) or not isinstance(branching, int) or branching < 2:
         raise ValueError(
@@ -248,7 +255,7 @@ def collect_tree(
     if early_stop is not None:
         early_stop = float(early_stop)
     collector = _TreeCollector(
-        env, env_kwargs, policies, tasks, branching, depth, early_stop, sampling, seed
+        env, env_kwargs, policies, tasks, branching, depth, early_stop, sampling, seed, share_frozen
     )
     try:
         return collector.run(progress, max_workers, on_generate)
@@ -275,7 +282,7 @@ class _ReplayDiverged(Exception):
 
 class _TreeCollector:
     def __init__(
-        self, env, env_kwargs, policies, tasks, branching, depth, early_stop, sampling, seed
+        self, env, env_kwargs, policies, tasks, branching, depth, early_stop, sampling, seed, share
     ) -> None:
         self.env_source = env
         self.env_kwargs = env_kwargs
@@ -289,6 +296,7 @@ class _TreeCollector:
         self.tasks = _resolve_tasks(probe, tasks, seed)
         agents = list(probe.possible_agents)
         self.policies = check_policies(policies, agents)
+        self.share = check_share_frozen(share, self.policies)
         self.sampling = per_agent_sampling(sampling, agents, default=SamplingParams())
         self.policy_index: dict[int, int] = {}
         for a in agents:
@@ -426,14 +434,20 @@ class _TreeCollector:
             policy = ident.obj
             conversations = [slots[k].obs[agent] for k, agent in reqs]
             contexts = [stream_context(slots[k].streams.get(a), slots[k].obs[a]) for k, a in reqs]
-            completions = generate_batch(
+            # The group of a shared request: its sibling group (one tree, one parent).
+            keys = [
+                (slots[k].tree.task_index, id(slots[k].parent), a) if a in self.share else None
+                for k, a in reqs
+            ]
+            completions, shared = generate_shared(
                 policy,
                 step_sampling(sampling, self.seed, level, self.policy_index[id(policy)]),
                 conversations,
                 contexts,
+                keys,
                 self.on_generate,
             )
-            for (k, agent), completion in zip(reqs, completions):
+            for (k, agent), completion, copy in zip(reqs, completions, shared):
                 if not isinstance(completion, Completion):
                     errors[k] = errors[k] or completion
                     continue
@@ -445,6 +459,7 @@ class _TreeCollector:
                     completion,
                     slot.streams.get(agent),
                     _parent_of(slot.infos.get(agent, {})),
+                    copy,
                 )
                 turns[k][agent] = turn
                 if entry is not None:

@@ -37,6 +37,11 @@ class Turn:
     """``(agent, turn index)`` of the turn that spawned this one's conversation (a MATPO worker
     given a subtask by ``("planner", k)``: ``k`` indexes the planner's ``Trajectory.turns``).
     ``collect`` copies it from ``infos[agent]["parent"]`` (DESIGN "Sub-conversations")."""
+    shared: bool = False
+    """True when the completion was sampled once and given to several episodes of one group
+    (``collect(share_frozen=...)``: a frozen agent's identical requests). Every copy is marked,
+    the first included: none of them is an independent sample. Token ids and log-probs are the
+    shared sample's, exactly as generated."""
 
 
 @dataclass

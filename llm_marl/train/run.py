@@ -298,6 +298,12 @@ def _build_policies(config: RunConfig) -> dict[str, Any]:
     env = make(tc.env, **tc.env_kwargs)
     agents = list(env.possible_agents)
     trainable = check_agents(pc, agents, tc.env)
+    not_frozen = [a for a in tc.share_frozen if a not in pc.frozen]
+    if not_frozen:  # before any model is built (the Trainer checks the policies again)
+        raise ConfigError(
+            f"trainer.share_frozen names {not_frozen}, which are not frozen agents of this run "
+            f"(policies.frozen: {sorted(pc.frozen)}); only frozen agents' requests can be shared"
+        )
     if pc.format_warmup_steps:
         num_symbols(env, tc.env)  # refuse a non-toy env before building any model
     out = Path(tc.output_dir) / "models"

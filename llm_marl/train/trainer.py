@@ -28,7 +28,7 @@ from typing import Any
 from llm_marl.algos import Algorithm
 from llm_marl.policies.base import Policy, SamplingParams, per_agent_sampling
 from llm_marl.rollout import collect
-from llm_marl.rollout.collect import check_policies
+from llm_marl.rollout.collect import check_policies, check_share_frozen
 from llm_marl.rollout.tree import as_episodes
 from llm_marl.rollout.types import Episode
 from llm_marl.train.logging import ConsoleTable
@@ -102,6 +102,13 @@ class TrainerConfig:
     """Print the metrics table."""
     max_workers: int | None = None
     """Threads stepping envs concurrently inside ``collect`` (None: the VectorEnv default)."""
+    share_frozen: tuple[str, ...] = ()
+    """Frozen agents whose identical requests within one GRPO group are sampled once in the
+    training rollouts, every episode of the group getting that one completion
+    (:func:`~llm_marl.rollout.collect`'s ``share_frozen``; tree rollouts: per sibling group).
+    E.g. ``("actor",)`` on ``math_critic-v0`` with a sampling actor: the group's ``G`` critiques
+    critique one live draft. Trainable agents are refused. Evaluation never shares: it
+    estimates the team's reward from independent episodes."""
 
     def __post_init__(self) -> None:
         for name in ("steps", "tasks_per_step", "group_size", "eval_group_size", "log_every"):
@@ -170,6 +177,7 @@ class Trainer:
         probe = self._make_env()
         agents = list(probe.possible_agents)
         self.policies = check_policies(policies, agents)
+        check_share_frozen(self.config.share_frozen, self.policies)  # early, before any rollout
         self.tasks = [dict(t) for t in (tasks if tasks is not None else _env_tasks(probe))]
         if not self.tasks:
             raise ValueError("no training tasks: pass tasks=[...] or use an env with .tasks")
@@ -431,6 +439,8 @@ class Trainer:
             env_kwargs=cfg.env_kwargs if isinstance(self.env, str) else None,
             progress=False,
             max_workers=cfg.max_workers,
+            # Only when set: an algorithm's own collect() need not know the option otherwise.
+            **({"share_frozen": cfg.share_frozen} if cfg.share_frozen else {}),
         )
         t1 = time.perf_counter()
         ok: list[Any] = [r for r in rollouts if r.ok]

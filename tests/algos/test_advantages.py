@@ -43,9 +43,47 @@ def test_std_scaling_gives_unit_sample_std():
     assert std == pytest.approx(1.0, rel=1e-4)
 
 
+def test_the_two_std_conventions_on_a_hand_computed_group_of_four():
+    # R = [3, 1, 0, 0]: mean 1, deviations [2, 0, -1, -1], sum of squares 6.
+    r = [3.0, 1.0, 0.0, 0.0]
+    # verl / AgentPO / MATPO: unbiased std sqrt(6 / 3) = sqrt(2), plus 1e-6.
+    unbiased = math.sqrt(2.0)
+    assert group_advantages(r, scale="std") == pytest.approx(
+        [2 / (unbiased + 1e-6), 0.0, -1 / (unbiased + 1e-6), -1 / (unbiased + 1e-6)], abs=1e-12
+    )
+    # CoMLRL 1.4.3: population std sqrt(6 / 4) = sqrt(1.5), clamped at 1e-6.
+    population = math.sqrt(1.5)
+    assert group_advantages(r, scale="population-std") == pytest.approx(
+        [2 / population, 0.0, -1 / population, -1 / population], abs=1e-12
+    )
+    # At G = 4 the two differ by exactly sqrt(4/3) (up to the 1e-6 guard).
+    ratio = [
+        p / u
+        for p, u in zip(
+            group_advantages(r, scale="population-std"), group_advantages(r, scale="std")
+        )
+        if u
+    ]
+    assert ratio == pytest.approx([math.sqrt(4 / 3)] * 3, rel=1e-5)
+    # Binary rewards: the population std of [1, 0, 0, 1] is 0.5, so A = +-1 exactly.
+    assert group_advantages([1.0, 0.0, 0.0, 1.0], scale="population-std") == [1.0, -1.0, -1.0, 1.0]
+
+
+def test_population_std_scaling_gives_unit_population_std():
+    r = [0.0, 1.0, 1.0, 0.0, 1.0]
+    adv = group_advantages(r, scale="population-std")
+    assert math.sqrt(sum(a * a for a in adv) / len(adv)) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_population_std_is_clamped_not_shifted_by_eps():
+    # A spread below eps: CoMLRL divides by the clamp (1e-6), not by std + eps.
+    adv = group_advantages([1e-7, 0.0], scale="population-std")
+    assert adv == pytest.approx([0.05, -0.05], rel=1e-9)
+
+
 def test_constant_group_has_exactly_zero_advantage():
     for baseline in ("mean", "rloo"):
-        for scale in ("none", "std"):
+        for scale in ("none", "std", "population-std"):
             assert group_advantages([0.7] * 4, baseline, scale) == [0.0] * 4
 
 
@@ -53,6 +91,7 @@ def test_single_sample_group_carries_no_signal():
     assert group_advantages([1.0]) == [0.0]
     assert group_advantages([1.0], baseline="rloo") == [0.0]
     assert group_advantages([1.0], scale="std") == [0.0]
+    assert group_advantages([1.0], scale="population-std") == [0.0]
 
 
 def test_bad_names_and_nan_raise():

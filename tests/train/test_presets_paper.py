@@ -7,6 +7,7 @@ toy/generic presets listed here, and a preset with one must never evaluate on a 
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,13 @@ from llm_marl.envs.math.datasets import AGENTPO_EVAL_BENCHMARKS
 from llm_marl.envs.registration import make
 from llm_marl.policies import SamplingParams, ScriptedPolicy
 from llm_marl.policies.hf import HFPolicy
+from llm_marl.rollout.types import Episode, Trajectory, Turn
 from llm_marl.train import preset_config
 from llm_marl.train.algorithms import get_algorithm
 from llm_marl.train.presets import presets_for
 from llm_marl.train.trainer import Trainer
+
+from .conftest import BigramPolicy
 
 ALGOS = ("magrpo", "agentpo", "matpo")
 
@@ -119,7 +123,7 @@ def test_the_paper_presets_name_their_loss():
         "sequence-sum",
         0.01,
     )
-    assert (che.baseline, che.scale, che.gamma) == ("mean", "std", 1.0)
+    assert (che.baseline, che.scale, che.gamma) == ("mean", "population-std", 1.0)
     # CoMLRL's multi-turn rollouts are trees; -0.2 on rewards shifted by -4 is 3.8 here.
     for name in ("magrpo-coop-humaneval", "magrpo-coop-humaneval-clipped", "magrpo-humaneval"):
         algo = preset_config("magrpo", name).algorithm
@@ -134,6 +138,53 @@ def test_the_paper_presets_name_their_loss():
             0.28,
             10.0,
         )
+
+
+@pytest.mark.parametrize(
+    ("algo", "name", "scale"),
+    [
+        # CoMLRL 1.4.3 (the MAGRPO releases): population std, advantage_normalization true.
+        ("magrpo", "magrpo-coop-humaneval", "population-std"),
+        ("magrpo", "magrpo-coop-humaneval-clipped", "population-std"),
+        ("magrpo", "magrpo-humaneval", "population-std"),
+        ("magrpo", "magrpo-tldr", "population-std"),
+        ("magrpo", "magrpo-arxiv", "population-std"),
+        # verl's compute_grpo_outcome_advantage (the AgentPO and MATPO releases): unbiased std.
+        ("agentpo", "agentpo-math-hint", "std"),
+        ("agentpo", "agentpo-math-critic", "std"),
+        ("matpo", "matpo-paper", "std"),
+    ],
+)
+def test_each_paper_preset_scales_advantages_as_its_release(algo, name, scale):
+    assert preset_config(algo, name).algorithm.scale == scale
+
+
+def test_the_writing_preset_gives_comlrl_advantages_on_a_hand_computed_group():
+    """G = 4 rewards [3, 1, 0, 0]: mean 1, population std sqrt(6/4) (CoMLRL), so the advantages
+    are [2, 0, -1, -1] / sqrt(1.5); the unbiased std would give [2, 0, -1, -1] / sqrt(2)."""
+    config = preset_config("magrpo", "magrpo-tldr").algorithm
+    algorithm = get_algorithm("magrpo").build(config)
+    team = {"concise": BigramPolicy(seed=0), "detailed": BigramPolicy(seed=1)}
+    algorithm.setup(team, dict.fromkeys(team, SamplingParams(temperature=1.0)))
+    group = [
+        Episode(
+            task_id="t",
+            task_index=0,
+            group_index=g,
+            trajectories={
+                a: Trajectory(a, a, True, [Turn(a, 0, "x", [1, 2], [3, 4], [-1.0, -1.0])])
+                for a in team
+            },
+            step_rewards=[r],
+        )
+        for g, r in enumerate([3.0, 1.0, 0.0, 0.0])
+    ]
+    samples = algorithm.build_samples(group)
+    expected = [2 / math.sqrt(1.5), 0.0, -1 / math.sqrt(1.5), -1 / math.sqrt(1.5)]
+    for agent in team:
+        got = [s.advantages[0] for s in samples[agent]]
+        assert got == pytest.approx(expected, abs=1e-12)
+        assert all(len(set(s.advantages)) == 1 for s in samples[agent])
 
 
 class RecordingActor(ScriptedPolicy):

@@ -6,7 +6,10 @@ Paper
     solution and writes a critique (errors, gaps; no rewrite), and the actor revises. By default
     (``drafts="episode"``) the actor writes its draft live in the episode; with the AgentPO
     presets' greedy actor the ``G`` episodes of a group then draft the same text, so the group
-    baseline compares critiques of one draft. ``drafts="task"`` reads each task's fixed
+    baseline compares critiques of one draft. With a sampling actor, training rollouts that
+    name it in ``share_frozen`` (``collect(..., share_frozen=("actor",))``,
+    ``TrainerConfig.share_frozen``; the ``agentpo-math-critic`` preset sets it) draft once per
+    task and give the group that one live draft. ``drafts="task"`` reads each task's fixed
     ``draft`` instead, as AgentPO's code reads offline drafts (the first of a record's
     ``solutions``): phase 1 is skipped and every episode of the task critiques that draft.
 Roles

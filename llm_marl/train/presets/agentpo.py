@@ -189,12 +189,19 @@ AGENTPO_MATH_HINT = preset(
 )
 
 # Loss: as agentpo-math-hint. The release critiques fixed offline drafts (the first worked
-# solution of each training problem); here the frozen actor writes the draft in the episode.
+# solution of each training problem): every critique of a GRPO group critiques one draft. Here
+# the frozen actor writes the draft in the episode, and share_frozen keeps one draft per group:
+# the actor's identical requests within a group (the draft prompt, and a revision prompt when
+# two critiques coincide) are generated once. The released actor is greedy
+# (reward_manager_agentpo.py: temperature=0), so this is the text each of the 16 episodes
+# would have drafted, generated once instead of 16 times (and equal by construction, not up to
+# batched bf16 numerics); with a sampling actor (--trainer.sampling.actor.temperature 0.7) it
+# is one sampled draft per task. Evaluation does not share (one episode per task anyway).
 AGENTPO_MATH_CRITIC = preset(
     "agentpo",
     "agentpo-math-critic",
     "the paper's critic topology: Qwen2.5-3B-Instruct critic, greedy frozen Llama-3.2-3B actor",
-    {"trainer": {"env": "math_critic-v0"}},
+    {"trainer": {"env": "math_critic-v0", "share_frozen": ["actor"]}},
     defaults=(_RUN, _RELEASED, _released("critic")),
 )
 

@@ -115,7 +115,9 @@ GENERIC = preset(
 #   dataset: train_split train[16:], eval_split train[:16];
 #   magrpo: num_agents 2, num_turns 2, num_train_epochs 8, agent_learning_rate 2e-5,
 #   num_generations 4, max_new_tokens 256, discount 1.0, joint_mode aligned,
-#   advantage_normalization true (scale by the group's std).
+#   advantage_normalization true: CoMLRL 1.4.3 divides by the group's *population* std,
+#   clamped at 1e-6 (comlrl/trainers/reinforce/magrpo.py line 1632,
+#   `advantages.std(unbiased=False).clamp(min=1e-6)`): scale "population-std".
 # The loss (CoMLRL): -A * (sum of the completion's token log-probs), averaged over the
 # completions, AdamW; weight decay 0.01 is issue 12's reading of the official trainer (not
 # re-verified here: HF TrainingArguments' own default is 0.0). One task per step: CoMLRL
@@ -126,9 +128,7 @@ GENERIC = preset(
 # siblings; early_termination_threshold -0.2 on rewards shifted by -4 (the config's reward
 # shift) is 3.8 on our unshifted 0..4 code reward. Not reproduced: the [-10, 10] advantage clamp
 # of the older comlrl/trainers/magrpo.py (inactive with std scaling and 4 generations:
-# |A| <= sqrt(3); 1.4.3 has none); CoMLRL scales by the population std where ours is the
-# unbiased one (a constant factor sqrt(3/4) at G=4). CoMLRL trains full weights; add --lora
-# to fit one GPU.
+# |A| <= sqrt(3); 1.4.3 has none). CoMLRL trains full weights; add --lora to fit one GPU.
 # Feedback between the 2 turns: the config's external.mode is level_feedback (test-derived
 # diagnostics), our default feedback="tests". Its alternative expert_edits (an LLM proposes
 # each agent's edit; DeepSeek-Coder by default) is feedback="expert":
@@ -153,7 +153,7 @@ _CHE: dict[str, Any] = {
         "epochs": 1,
         "gamma": 1.0,
         "baseline": "mean",
-        "scale": "std",
+        "scale": "population-std",  # CoMLRL's advantage_normalization (see above)
         "rollout": "tree",  # CoMLRL's tree rollouts (see above)
         "early_stop": 3.8,  # early_termination_threshold -0.2 + the reward shift 4
     },

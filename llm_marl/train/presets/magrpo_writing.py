@@ -5,10 +5,12 @@
 two Qwen/Qwen3-1.7B agents, 4 generations per prompt (``num_generations``), temperature 0.7,
 top-p 0.9, 256 new tokens, learning rate 5e-6 (``agent_learning_rate``), one prompt per step
 (``train_batch_size: 1``), 2 epochs over ``train[:1100]`` (2,200 steps), one turn
-(``num_turns: 1``), aligned joint actions and group-mean advantages (as our MAGRPO does), an
-evaluation every 20 steps on 4 held-out prompts (``eval_interval``, ``eval_num_samples``),
-rewards unscaled (``scale_factor: 1.0``). Data: ``trl-lib/tldr`` train[:1100] / test[:1100] and
-``OpenMLRL/arXiv_abstract`` train[:1100] / val[:1100] (Hugging Face; needs network; offline, pass
+(``num_turns: 1``), aligned joint actions, group-mean advantages divided by the group's std
+(``advantage_normalization: true``; CoMLRL's population std, see
+:mod:`llm_marl.algos.advantages`), an evaluation every 20 steps on 4 held-out prompts
+(``eval_interval``, ``eval_num_samples``), rewards unscaled (``scale_factor: 1.0``). Data:
+``trl-lib/tldr`` train[:1100] / test[:1100] and ``OpenMLRL/arXiv_abstract`` train[:1100] /
+val[:1100] (Hugging Face; needs network; offline, pass
 ``--trainer.env_kwargs.dataset tldr --trainer.env_kwargs.split train`` and
 ``--trainer.eval_env_kwargs.split eval``). The reward is the paper's, unguarded
 (``guards: False``). The official trainer updates full weights; add ``--lora`` to fit one small
@@ -50,6 +52,10 @@ _OFFICIAL: dict[str, Any] = {
         "kl_coef": 0.0,  # the config has no KL term
         "epochs": 1,
         "gamma": 1.0,  # one turn: no discounting to do
+        # advantage_normalization: true, i.e. CoMLRL 1.4.3's (R - mean) / max(population std,
+        # 1e-6) (comlrl/trainers/reinforce/magrpo.py line 1632).
+        "baseline": "mean",
+        "scale": "population-std",
         "aggregation": "sequence-mean",  # ours, as the CoopHumanEval preset
     },
     "policies": {"model": "Qwen/Qwen3-1.7B", "dtype": "bfloat16", "format_warmup_steps": 0},
