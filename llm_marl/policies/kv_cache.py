@@ -57,8 +57,10 @@ def growing_cache(model: Any, capacity: int) -> Any | None:
     except ImportError:
         return None
     config = getattr(model, "config", None)
+    if config is None:
+        return None
     try:
-        cache = DynamicCache(config=config) if config is not None else None
+        cache = DynamicCache(config=config)
     except Exception:  # noqa: BLE001  (an exotic config: keep transformers' own choice)
         return None
     layers = getattr(cache, "layers", None)
@@ -78,7 +80,7 @@ def _growing_layer_class() -> Any:
         return _CLASS
     from transformers.cache_utils import DynamicLayer
 
-    class GrowingLayer(DynamicLayer):  # type: ignore[misc, valid-type]
+    class GrowingLayer(DynamicLayer):
         """A ``DynamicLayer`` that writes new entries into a preallocated buffer.
 
         ``keys`` / ``values`` are always views of the filled part of the buffers, so every
@@ -99,38 +101,44 @@ def _growing_layer_class() -> Any:
 
         def _adopt(self) -> None:
             """Take the current ``keys`` / ``values`` (whatever produced them) as the buffers."""
-            if not self.is_initialized or self.keys is None or self.keys.numel() == 0:
+            keys, values = self.keys, self.values
+            if not self.is_initialized or keys is None or values is None or keys.dim() < 2:
                 self._key_buffer = self._value_buffer = None
                 return
-            length = int(self.keys.shape[-2])
-            self._key_buffer = self._allocate(self.keys, length)
-            self._value_buffer = self._allocate(self.values, length)
-            self._key_buffer[..., :length, :] = self.keys
-            self._value_buffer[..., :length, :] = self.values
-            self.keys = self._key_buffer[..., :length, :]
-            self.values = self._value_buffer[..., :length, :]
+            length = int(keys.shape[-2])
+            key_buffer = self._allocate(keys, length)
+            value_buffer = self._allocate(values, length)
+            key_buffer[..., :length, :] = keys
+            value_buffer[..., :length, :] = values
+            self._key_buffer, self._value_buffer = key_buffer, value_buffer
+            self.keys = key_buffer[..., :length, :]
+            self.values = value_buffer[..., :length, :]
 
         def update(
             self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
         ) -> tuple[torch.Tensor, torch.Tensor]:
             if not self.is_initialized:
                 self.lazy_initialization(key_states, value_states)
-            start = 0 if self._key_buffer is None else int(self.keys.shape[-2])
+            key_buffer, value_buffer = self._key_buffer, self._value_buffer
+            start = 0
+            if key_buffer is not None and self.keys is not None:
+                start = int(self.keys.shape[-2])
             end = start + int(key_states.shape[-2])
-            if self._key_buffer is None or end > self._key_buffer.shape[-2]:
-                self.capacity = max(self.capacity, 2 * end if self._key_buffer is not None else end)
+            if key_buffer is None or value_buffer is None or end > key_buffer.shape[-2]:
+                # Outgrown (or first use): a new buffer, twice the need when regrowing.
+                self.capacity = max(self.capacity, 2 * end if key_buffer is not None else end)
                 old_keys, old_values = self.keys, self.values
-                self._key_buffer = self._allocate(key_states, end)
-                self._value_buffer = self._allocate(value_states, end)
-                if start:
-                    self._key_buffer[..., :start, :] = old_keys
-                    self._value_buffer[..., :start, :] = old_values
-            assert self._value_buffer is not None
-            self._key_buffer[..., start:end, :] = key_states
-            self._value_buffer[..., start:end, :] = value_states
-            self.keys = self._key_buffer[..., :end, :]
-            self.values = self._value_buffer[..., :end, :]
-            return self.keys, self.values
+                key_buffer = self._allocate(key_states, end)
+                value_buffer = self._allocate(value_states, end)
+                if start and old_keys is not None and old_values is not None:
+                    key_buffer[..., :start, :] = old_keys
+                    value_buffer[..., :start, :] = old_values
+                self._key_buffer, self._value_buffer = key_buffer, value_buffer
+            key_buffer[..., start:end, :] = key_states
+            value_buffer[..., start:end, :] = value_states
+            keys, values = key_buffer[..., :end, :], value_buffer[..., :end, :]
+            self.keys, self.values = keys, values
+            return keys, values
 
         def reset(self) -> None:
             super().reset()
