@@ -503,7 +503,9 @@ class HFPolicy:
                 cache = growing_cache(base, width + sampling.max_new_tokens)
                 if cache is not None:
                     kwargs[cache_keyword(base)] = cache
-                with torch.random.fork_rng(devices=devices), torch.no_grad():
+                # inference_mode, not no_grad: no autograd bookkeeping at all on each small
+                # op (nothing generated here is ever differentiated: it leaves as lists).
+                with torch.random.fork_rng(devices=devices), torch.inference_mode():
                     torch.manual_seed(seed)
                     out = self.model.generate(
                         input_ids=input_ids,
