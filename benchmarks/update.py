@@ -11,9 +11,11 @@ log-probs computed first, then one optimizer step), in three modes:
   prompt (the update before issue 13: ``micro_batch_size`` = the minibatch,
   ``share_prompts=False``);
 * ``groups`` — one pass per prompt group, each row still encoding its prompt
-  (``share_prompts=False``);
-* ``shared`` — the default: one pass per prompt group, the group's prompt encoded once and its
-  key/value cache shared by the completions.
+  (``micro_batch_tokens=1``, ``share_prompts=False``);
+* ``shared`` — one pass per prompt group, the group's prompt encoded once and its key/value
+  cache shared by the completions (``micro_batch_tokens=1``);
+* ``packed`` — the default: whole prompt groups packed into passes of up to
+  ``micro_batch_tokens`` (4,096) padded tokens, each distinct prompt encoded once.
 
 Modes are interleaved within every repetition, in one process, on the same samples; medians are
 printed side by side with ratios to ``whole``, for each number of prompts per step.
@@ -34,7 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-MODES = ("whole", "groups", "shared")
+MODES = ("whole", "groups", "shared", "packed")
+clock = time.perf_counter
 
 
 def _samples(args: argparse.Namespace, prompts: int, vocab: int) -> list:
@@ -57,12 +60,16 @@ def _samples(args: argparse.Namespace, prompts: int, vocab: int) -> list:
 def _time_update(policy, samples: list, mode: str) -> float:
     from llm_marl.algos.update import PGConfig, make_optimizer, policy_gradient_update
 
-    policy.share_prompts = mode == "shared"
-    config = PGConfig(lr=1e-5, micro_batch_size=len(samples) if mode == "whole" else None)
+    policy.share_prompts = mode in ("shared", "packed")
+    config = PGConfig(
+        lr=1e-5,
+        micro_batch_size=len(samples) if mode == "whole" else None,
+        micro_batch_tokens=PGConfig.micro_batch_tokens if mode == "packed" else 1,
+    )
     optimizer, _ = make_optimizer(policy.parameters(), config)
-    start = time.perf_counter()
+    start = clock()
     policy_gradient_update(policy, optimizer, copy.deepcopy(samples), config)
-    return time.perf_counter() - start
+    return clock() - start
 
 
 def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
@@ -80,7 +87,14 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--cpu-time",
+        action="store_true",
+        help="time with the process's CPU time instead of wall time (steadier on a busy machine)",
+    )
     args = p.parse_args(argv)
+    global clock
+    clock = time.process_time if args.cpu_time else time.perf_counter
 
     import torch
 
@@ -113,10 +127,10 @@ def main(argv: list[str] | None = None) -> dict[int, dict[str, float]]:
         f"completions {args.min_len}-{args.max_len}, hidden {args.hidden} x {args.layers} layers, "
         f"vocab {args.vocab}; medians of {args.reps})"
     )
-    print(f"{'prompts/step':>12}  " + "  ".join(f"{m:>8}" for m in MODES) + "  whole/shared")
+    print(f"{'prompts/step':>12}  " + "  ".join(f"{m:>8}" for m in MODES) + "  whole/packed")
     for prompts, row in results.items():
         cells = "  ".join(f"{row[m]:8.3f}" for m in MODES)
-        print(f"{prompts:>12}  {cells}  {row['whole'] / row['shared']:11.2f}x")
+        print(f"{prompts:>12}  {cells}  {row['whole'] / row['packed']:11.2f}x")
     return results
 
 

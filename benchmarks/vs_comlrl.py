@@ -18,8 +18,8 @@ A training step is ``N`` prompts (``--prompts-per-step``, default 1 2 4 8):
 * **ours** (:class:`llm_marl.train.Trainer` + :class:`~llm_marl.algos.MAGRPO` with
   ``loss="policy-gradient", aggregation="sequence-sum", scale="std"``): one batched ``generate``
   call per agent for all ``N x G`` episodes (:func:`llm_marl.rollout.collect`), the reward in
-  the env, then per agent one optimizer step (by default one forward/backward per prompt group,
-  the shared prompt encoded once).
+  the env, then per agent one optimizer step (by default whole prompt groups packed into
+  forward/backward passes of up to 4,096 tokens, each shared prompt encoded once).
 
 Step times are taken around the whole step (generation + reward + update) on both sides; the
 update share is timed separately (CoMLRL: its ``_drain_ready_buffers``; ours:
@@ -36,6 +36,9 @@ Each side runs ``--threads`` torch threads (default 1). On a machine shared with
 threads per process spend most of their time waiting on each other: one ``generate`` call of
 the 3.3M model took 13.6 s with 2 threads against 0.69 s with 1 when the 2-core machine this was
 written on had a load of 8. Use ``--threads 2`` (or more) on a quiet machine.
+``--clock cpu`` reports each worker's process CPU time over the same spans instead of wall
+time: with one thread per side the two agree on a quiet machine, and CPU time hardly moves when
+other jobs share the cores (it still rises somewhat, through shared caches).
 
 Set-up (CoMLRL gets its own venv; pin torch, or pip pulls a multi-GB CUDA build)::
 
@@ -132,7 +135,14 @@ def run_comlrl(args: argparse.Namespace) -> dict[str, Any]:
     def reward(lefts: list[str], rights: list[str]) -> list[float]:
         return [team_reward(a, b) for a, b in zip(lefts, rights)]
 
-    record: dict[str, Any] = {"step_ends": [], "update": [], "lengths": [], "prompt_ids": []}
+    record: dict[str, Any] = {
+        "step_ends": [],
+        "step_ends_cpu": [],
+        "update": [],
+        "update_cpu": [],
+        "lengths": [],
+        "prompt_ids": [],
+    }
 
     class TimedTrainer(MAGRPOTrainer):
         def _generate_completions(self, *a: Any, **k: Any) -> dict[str, Any]:
@@ -144,11 +154,13 @@ def run_comlrl(args: argparse.Namespace) -> dict[str, Any]:
         def _drain_ready_buffers(self, ready_agents: list[int]) -> None:
             if not ready_agents:
                 return super()._drain_ready_buffers(ready_agents)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             super()._drain_ready_buffers(ready_agents)
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), time.process_time()
             record["update"].append(t1 - t0)
+            record["update_cpu"].append(c1 - c0)
             record["step_ends"].append(t1)
+            record["step_ends_cpu"].append(c1)
             if len(record["step_ends"]) == warmup:  # warm-up over: buffer N prompts per update
                 self.args.rollout_buffer_size = self.args.train_batch_size = n
 
@@ -179,14 +191,16 @@ def run_comlrl(args: argparse.Namespace) -> dict[str, Any]:
         args=config,
     )
     trainer.verbose = False
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     trainer.train()
-    ends = record["step_ends"]
+    ends, ends_cpu = record["step_ends"], record["step_ends_cpu"]
     if len(ends) != warmup + args.steps:
         raise RuntimeError(f"CoMLRL made {len(ends)} updates, expected {warmup + args.steps}")
     return {
         "step": [b - a for a, b in zip([start, *ends[:-1]], ends)][warmup:],
         "update": record["update"][warmup:],
+        "step_cpu": [b - a for a, b in zip([start_cpu, *ends_cpu[:-1]], ends_cpu)][warmup:],
+        "update_cpu": record["update_cpu"][warmup:],
         # Two generate calls (one per agent) per prompt, G completions each.
         "completion_len": statistics.mean(record["lengths"][warmup * 2 * args.group_size :]),
         "prompt_len": statistics.mean(len(p) for p in record["prompt_ids"][warmup * 2 :]),
@@ -275,8 +289,15 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
         return tasks[start : start + n]
 
     trainer.tasks_for_step = tasks_for_step  # type: ignore[method-assign]
-    record: dict[str, Any] = {"step": [], "update": [], "lengths": [], "prompt_ids": []}
-    collect = trainer._collect
+    record: dict[str, Any] = {
+        "step": [],
+        "update": [],
+        "step_cpu": [],
+        "update_cpu": [],
+        "lengths": [],
+        "prompt_ids": [],
+    }
+    collect = algo.collect
 
     def recording_collect(*a: Any, **k: Any) -> Any:
         episodes = collect(*a, **k)
@@ -286,15 +307,29 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
             record["prompt_ids"].extend(t.prompt_ids for t in turns)
         return episodes
 
-    trainer._collect = recording_collect  # type: ignore[method-assign]
+    algo.collect = recording_collect  # type: ignore[method-assign]
+    update = algo.update
+
+    def timed_update(*a: Any, **k: Any) -> Any:
+        c0 = time.process_time()
+        try:
+            return update(*a, **k)
+        finally:
+            record["update_cpu"].append(time.process_time() - c0)
+
+    algo.update = timed_update  # type: ignore[method-assign]
     for step in range(warmup + args.steps):
+        c0 = time.process_time()
         metrics = trainer.train_step(step)
+        record["step_cpu"].append(time.process_time() - c0)
         record["step"].append(metrics["time/step"])
         record["update"].append(metrics["time/update"])
     model = policies["left"].model
     return {
         "step": record["step"][warmup:],
         "update": record["update"][warmup:],
+        "step_cpu": record["step_cpu"][warmup:],
+        "update_cpu": record["update_cpu"][warmup:],
         # Each step's 2 x N x G turns in order; the warm-up steps hold 2 x G each.
         "completion_len": statistics.mean(record["lengths"][warmup * 2 * args.group_size :]),
         "prompt_len": statistics.mean(
@@ -372,6 +407,13 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--lr", type=float, default=1e-5)
     p.add_argument("--threads", type=int, default=1, help="torch threads of each side")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="what the table reports: wall seconds, or the worker process's CPU seconds (with "
+        "--threads 1 the same on a quiet machine, and far steadier on a busy one)",
+    )
     p.add_argument("--model-dir", default=None, help="where the tiny models are built")
     p.add_argument("--worker", choices=["ours", "comlrl"], help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
@@ -409,19 +451,23 @@ def main(argv: list[str] | None = None) -> dict:
                 done += 1
                 print(
                     f"[{done}/{total} {time.perf_counter() - t_start:5.0f}s] {model} N={n} "
-                    f"{side:6s} {_per_prompt(result, 'step', n):.3f} s/prompt",
+                    f"{side:6s} {_per_prompt(result, 'step', n):.3f} s/prompt "
+                    f"({_per_prompt(result, 'step_cpu', n):.3f} CPU s/prompt)",
                     file=sys.stderr,
                     flush=True,
                 )
 
     table: dict = {}
+    step_key, update_key = (
+        ("step", "update") if args.clock == "wall" else ("step_cpu", "update_cpu")
+    )
     for model in args.models:
         first = {s: runs[(model, args.prompts_per_step[0], s)][0] for s in ("comlrl", "ours")}
         same_prompt = first["comlrl"]["first_prompt_ids"] == first["ours"]["first_prompt_ids"]
         print(
             f"\n{model}: {first['ours']['params']:,} parameters ({first['ours']['dtype']}), "
             f"2 agents, G={args.group_size}, {args.max_new_tokens} new tokens, "
-            f"{args.threads} threads; medians of {args.reps} fresh-process runs of "
+            f"{args.threads} threads, {args.clock} clock; medians of {args.reps} fresh-process runs of "
             f"{args.steps} steps (+{args.warmup} warm-up); first prompt's token ids identical "
             f"on both sides: {same_prompt}"
         )
@@ -434,8 +480,8 @@ def main(argv: list[str] | None = None) -> dict:
             for side in ("comlrl", "ours"):
                 rs = runs[(model, n, side)]
                 row[side] = {
-                    "step": statistics.median(_per_prompt(r, "step", n) for r in rs),
-                    "update": statistics.median(_per_prompt(r, "update", n) for r in rs),
+                    "step": statistics.median(_per_prompt(r, step_key, n) for r in rs),
+                    "update": statistics.median(_per_prompt(r, update_key, n) for r in rs),
                     "completion_len": statistics.mean(r["completion_len"] for r in rs),
                     "prompt_len": statistics.mean(r["prompt_len"] for r in rs),
                 }

@@ -4,8 +4,9 @@
 :class:`~llm_marl.algos.samples.Sample` s: ``epochs`` passes, each split into minibatches (one
 optimizer step each), each split into micro-batches (one batched
 :meth:`~llm_marl.policies.TrainablePolicy.sequence_logprobs` forward pass each, never a loop over
-tokens; by default one per prompt group) whose gradients accumulate. The loss of a micro-batch is normalised by the size of its
-whole minibatch, so micro-batching changes memory, not the gradient. The loss itself is
+tokens; by default whole prompt groups packed up to a token budget) whose gradients
+accumulate. The loss of a micro-batch is normalised by the size of its whole minibatch, so
+micro-batching changes memory and speed, not the gradient. The loss itself is
 :func:`~llm_marl.algos.losses.clipped_pg_loss` reduced by
 :func:`~llm_marl.algos.losses.aggregate`; :class:`PGConfig` holds every knob of the loop, the
 loss and the AdamW optimizer that :func:`make_optimizer` builds.
@@ -60,10 +61,16 @@ class PGConfig:
     minibatch_size: int | None = None
     """Samples (token streams) per optimizer step; ``None``: the whole batch, one step."""
     micro_batch_size: int | None = None
-    """Samples per forward/backward pass (gradient accumulation). ``None``: one pass per prompt
-    group (the samples sharing a prompt, e.g. a GRPO group's G completions, whose prompt the
-    policy may encode once), the samples no other sample shares a prompt with in passes as
-    large as the largest group (at least 8) — never the whole minibatch padded into one."""
+    """Samples per forward/backward pass (gradient accumulation), in minibatch order. ``None``:
+    passes of whole prompt groups (the samples sharing a prompt, e.g. a GRPO group's G
+    completions, whose prompt the policy encodes once), groups of similar length packed
+    together up to :attr:`micro_batch_tokens`."""
+    micro_batch_tokens: int = 4096
+    """With ``micro_batch_size=None``: the most padded tokens in one pass, counted as the policy
+    lays them out (each distinct prompt once, plus every completion padded to the pass's
+    longest). A group larger than this gets a pass of its own, never split. Bounds activation
+    memory, as a token budget per pass does in verl's dynamic batching; several small groups in
+    one pass cost less than one pass each (fewer, larger matrix products)."""
     max_grad_norm: float | None = 1.0
     """Clip the gradient's global L2 norm to this; ``None`` disables clipping."""
     clip_low: float = 0.2
@@ -99,6 +106,8 @@ class PGConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1 or None, got {value}")
+        if self.micro_batch_tokens < 1:
+            raise ValueError(f"micro_batch_tokens must be >= 1, got {self.micro_batch_tokens}")
         if self.clip_low < 0 or (self.clip_high is not None and self.clip_high < 0):
             raise ValueError("clip_low and clip_high must be >= 0")
         if self.kl_coef < 0:
@@ -181,7 +190,7 @@ def policy_gradient_update(
             optimizer.zero_grad(set_to_none=True)
             norms = _Normalisers.of(minibatch, config)
             loss = 0.0
-            for micro in _micro_batches(minibatch, config.micro_batch_size):
+            for micro in _micro_batches(minibatch, config):
                 loss += _backward(policy, micro, norms, config, device, means)
             norm = _grad_norm(params, config.max_grad_norm)
             if math.isfinite(norm):
@@ -295,11 +304,11 @@ def _fill_missing(policy: TrainablePolicy, samples: list[Sample], config: PGConf
     # The plain policy gradient has no ratio: it needs no old log-probs.
     need_old = [s for s in samples if s.old_logprobs is None] if config.loss == "clipped" else []
     with torch.no_grad():
-        for batch in _micro_batches(need_old, config.micro_batch_size):
+        for batch in _micro_batches(need_old, config):
             for s, lp in zip(batch, _sequence_logprobs(policy, batch)):
                 s.old_logprobs = lp.detach().float().cpu().tolist()
         if config.kl_coef > 0:
-            for batch in _micro_batches(samples, config.micro_batch_size):
+            for batch in _micro_batches(samples, config):
                 for s, lp in zip(batch, _sequence_logprobs(policy, batch, reference=True)):
                     s.ref_logprobs = lp.detach().float().cpu().tolist()
 
@@ -325,26 +334,41 @@ def _minibatches(
         yield [samples[i] for i in chunk]
 
 
-def _micro_batches(samples: list[Sample], size: int | None) -> Iterator[list[Sample]]:
-    """Forward/backward passes: ``size`` samples each, or by prompt group when ``size`` is None.
+def _micro_batches(samples: list[Sample], config: PGConfig) -> Iterator[list[Sample]]:
+    """Forward/backward passes: ``micro_batch_size`` samples each, or packed prompt groups.
 
-    Padding a whole minibatch into one pass wastes compute on pad columns (and memory); a group
-    of samples with the same prompt pads only its completions, and the policy may encode the
-    shared prompt once (:attr:`HFPolicy.share_prompts <llm_marl.policies.HFPolicy>`).
+    Padding a whole minibatch into one pass wastes compute on pad columns (and memory); one
+    pass per group wastes the fixed cost of a pass on every group. By default whole groups of
+    samples with the same prompt (the policy encodes a shared prompt once:
+    :attr:`HFPolicy.share_prompts <llm_marl.policies.HFPolicy>`) are sorted by length and
+    packed into passes of at most ``micro_batch_tokens`` padded tokens.
     """
-    if size is not None:
-        yield from _chunks(samples, size)
+    if config.micro_batch_size is not None:
+        yield from _chunks(samples, config.micro_batch_size)
         return
     groups: dict[tuple[int, ...], list[Sample]] = {}
     for sample in samples:
         groups.setdefault(tuple(sample.prompt_ids), []).append(sample)
-    singles = [group[0] for group in groups.values() if len(group) == 1]
-    yield from (group for group in groups.values() if len(group) > 1)
-    if singles:
-        width = max([8, *(len(group) for group in groups.values())])
-        # Similar lengths side by side: less padding in each pass.
-        singles.sort(key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
-        yield from _chunks(singles, width)
+    # Similar lengths side by side: less padding in each pass.
+    ordered = sorted(groups.items(), key=lambda kv: max(len(s.completion_ids) for s in kv[1]))
+    budget = config.micro_batch_tokens
+    batch: list[Sample] = []
+    prompts = prompt_width = rows = completion_width = 0
+    for prompt, group in ordered:
+        widths = (
+            max(prompt_width, len(prompt)),
+            max(completion_width, *(len(s.completion_ids) for s in group)),
+        )
+        cost = (prompts + 1) * widths[0] + (rows + len(group)) * widths[1]
+        if batch and cost > budget:
+            yield batch
+            batch, prompts, rows = [], 0, 0
+            widths = (len(prompt), max(len(s.completion_ids) for s in group))
+        batch.extend(group)
+        prompts, rows = prompts + 1, rows + len(group)
+        prompt_width, completion_width = widths
+    if batch:
+        yield batch
 
 
 def _chunks(items: list[T], size: int | None) -> Iterator[list[T]]:

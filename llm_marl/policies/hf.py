@@ -41,6 +41,7 @@ from llm_marl.policies.base import (
     call_seed,
 )
 from llm_marl.policies.chat import ChatTokenizer
+from llm_marl.policies.kv_cache import cache_keyword, growing_cache
 from llm_marl.policies.logprob import chunked_logprobs, full_logits_logprobs, split_lm_head
 from llm_marl.tools.files import replace_dir
 
@@ -104,10 +105,16 @@ def _state_for(model: Any) -> _SharedModelState:
         return state
 
 
-def _one_prompt(prompt_ids: Sequence[Sequence[int]]) -> bool:
-    """Whether every row has the same prompt (the G completions of one GRPO task do)."""
-    first = list(prompt_ids[0])
-    return all(list(p) == first for p in prompt_ids[1:])
+def _distinct_prompts(
+    prompt_ids: Sequence[Sequence[int]],
+) -> tuple[list[tuple[int, ...]], list[int]]:
+    """The distinct prompts in order of first appearance, and each row's index among them.
+
+    The G completions of a GRPO task share their prompt: encoding it once serves all of them.
+    """
+    index: dict[tuple[int, ...], int] = {}
+    rows = [index.setdefault(tuple(p), len(index)) for p in prompt_ids]
+    return list(index), rows
 
 
 def _existing_path_or_hub_id(model: str | os.PathLike[str]) -> str:
@@ -199,9 +206,10 @@ class HFPolicy:
     :meth:`generate` then samples there (same prompt ids, same completion cutting), training
     stays here, and :meth:`after_update` pushes the updated weights to the engine.
 
-    ``share_prompts`` (default ``True``): when every row of a :meth:`sequence_logprobs` call
-    has the same prompt (the update passes one GRPO group at a time), the prompt is encoded
-    once and its key/value cache shared by the completions; ``False`` encodes each row whole.
+    ``share_prompts`` (default ``True``): when rows of a :meth:`sequence_logprobs` call share
+    a prompt (the G completions of a GRPO group do; the update passes whole groups), each
+    distinct prompt is encoded once and its key/value cache serves its completions; ``False``
+    encodes each row whole.
     """
 
     logprob_temperature: float = 1.0
@@ -491,7 +499,14 @@ class HFPolicy:
             )
             try:
                 self.model.eval()
-                with torch.random.fork_rng(devices=devices), torch.no_grad():
+                # Each step's keys and values go into buffers allocated once for the call
+                # (transformers' default cache copies the whole cache at every step).
+                cache = growing_cache(base, width + sampling.max_new_tokens)
+                if cache is not None:
+                    kwargs[cache_keyword(base)] = cache
+                # inference_mode, not no_grad: no autograd bookkeeping at all on each small
+                # op (nothing generated here is ever differentiated: it leaves as lists).
+                with torch.random.fork_rng(devices=devices), torch.inference_mode():
                     torch.manual_seed(seed)
                     out = self.model.generate(
                         input_ids=input_ids,
@@ -540,8 +555,8 @@ class HFPolicy:
         """Per-token log-probs of each completion given its prompt, in one batched forward pass.
 
         Prompts are left-padded and completions right-padded so that every completion starts at
-        the same column. The backbone runs once (when all rows share one prompt, the prompt runs
-        once and its cache serves every row: ``share_prompts``); then only the real completion tokens go through
+        the same column. The backbone runs once (rows that share a prompt encode it once, and its
+        cache serves them: ``share_prompts``); then only the real completion tokens go through
         the LM head, one block of logits at a time, recomputed in backward
         (:func:`~llm_marl.policies.logprob.chunked_logprobs`), so no ``(batch, completion_len,
         vocab)`` logits tensor is ever built. Models for which that would not be exact (logit
@@ -612,9 +627,15 @@ class HFPolicy:
                     # LM head chunk by chunk on the scored positions only: no (batch,
                     # completion_len, vocab) logits ever exist.
                     hidden = None
-                    if self.share_prompts and batch > 1 and _one_prompt(prompt_ids):
-                        hidden = split.shared_prompt_hidden(
-                            ids[0, :p_width], targets, mask[:, p_width:]
+                    distinct, row_prompt = _distinct_prompts(prompt_ids)
+                    if self.share_prompts and len(distinct) < batch:
+                        first_rows = [row_prompt.index(k) for k in range(len(distinct))]
+                        hidden = split.shared_prompts_hidden(
+                            ids[first_rows, :p_width],
+                            mask[first_rows, :p_width],
+                            torch.tensor(row_prompt, device=device),
+                            targets,
+                            mask[:, p_width:],
                         )
                     if hidden is None:
                         hidden = split.hidden_states(

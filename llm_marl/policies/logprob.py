@@ -23,6 +23,8 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from llm_marl.policies.kv_cache import cache_keyword, output_cache
+
 if TYPE_CHECKING:
     import torch
 
@@ -62,50 +64,59 @@ class HeadSplit(NamedTuple):
         """``(batch, seq, hidden)`` final hidden states of the backbone for these inputs."""
         return _last_hidden(self.decoder(**kwargs))
 
-    def shared_prompt_hidden(
-        self, prompt: torch.Tensor, completions: torch.Tensor, completion_mask: torch.Tensor
+    def shared_prompts_hidden(
+        self,
+        prompts: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        row_prompt: torch.Tensor,
+        completions: torch.Tensor,
+        completion_mask: torch.Tensor,
     ) -> torch.Tensor | None:
-        """Hidden states predicting each completion token, the one prompt encoded once.
+        """Hidden states predicting each completion token, each distinct prompt encoded once.
 
-        ``prompt`` is ``(P,)``; ``completions`` and ``completion_mask`` are ``(B, C)``, right
-        padded. Returns ``(B, C, hidden)``: row ``t`` predicts completion token ``t``. The prompt
-        runs through the backbone once and its key/value cache is repeated for the ``B``
-        completions, so a GRPO group's shared prompt costs one forward instead of ``B``;
-        gradients through the cache sum over the group, as ``B`` separate passes would. ``None``
-        when the backbone returns no repeatable cache (the caller then encodes each row).
+        ``prompts`` and ``prompt_mask`` are ``(N, P)``, left padded (every prompt ends at column
+        ``P - 1``); ``row_prompt`` is ``(B,)``: the prompt of each completion row;
+        ``completions`` and ``completion_mask`` are ``(B, C)``, right padded. Returns
+        ``(B, C, hidden)``: row ``t`` predicts completion token ``t``. The ``N`` prompts run
+        through the backbone in one pass and their key/value cache is gathered for the ``B``
+        completions, so a GRPO group's shared prompt costs one forward instead of ``G``, and
+        several groups go through in one pass; gradients through the gathered cache sum over
+        the rows that share a prompt, as separate passes would. ``None`` when the backbone
+        returns no cache that can be gathered (the caller then encodes each row whole).
         """
         import torch
 
         if self.decoder.training and getattr(self.decoder, "gradient_checkpointing", False):
             return None  # checkpointed layers neither fill nor read a cache
-        batch, width = int(completions.shape[0]), int(completions.shape[1])
-        p_len = int(prompt.shape[0])
-        prompt_row = prompt.unsqueeze(0)
+        width = int(completions.shape[1])
+        p_width = int(prompts.shape[1])
+        # Positions count real tokens only, as generate() numbers a left-padded prompt.
+        prompt_positions = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
         out = self.decoder(
-            input_ids=prompt_row,
-            attention_mask=torch.ones_like(prompt_row),
-            position_ids=torch.arange(p_len, device=prompt.device).unsqueeze(0),
+            input_ids=prompts,
+            attention_mask=prompt_mask,
+            position_ids=prompt_positions,
             use_cache=True,
         )
-        cache = getattr(out, "past_key_values", None)
-        repeat = getattr(cache, "batch_repeat_interleave", None)
+        cache = output_cache(out)
+        select = getattr(cache, "batch_select_indices", None)
         length = getattr(cache, "get_seq_length", None)
         # A cache that does not hold the whole prompt (a layer that skipped it) cannot serve.
-        if not callable(repeat) or not callable(length) or length() != p_len:
+        if not callable(select) or not callable(length) or length() != p_width:
             return None
-        repeat(batch)
-        ones = torch.ones(batch, p_len, dtype=completion_mask.dtype, device=prompt.device)
-        positions = torch.arange(p_len, p_len + width, device=prompt.device).expand(batch, width)
+        select(row_prompt)
+        starts = prompt_mask.sum(-1)[row_prompt]
+        positions = starts.unsqueeze(-1) + torch.arange(width, device=prompts.device)
         tail = self.hidden_states(
             input_ids=completions,
-            attention_mask=torch.cat([ones, completion_mask], dim=1),
+            attention_mask=torch.cat([prompt_mask[row_prompt], completion_mask], dim=1),
             position_ids=positions,
-            past_key_values=cache,
             use_cache=True,
+            **{cache_keyword(self.decoder): cache},
         )
-        # The prompt's last position predicts completion token 0; token t>0 is predicted by
+        # A prompt's last position predicts completion token 0; token t>0 is predicted by
         # completion position t-1.
-        first = _last_hidden(out)[:, -1:].expand(batch, 1, -1)
+        first = _last_hidden(out)[row_prompt, -1:]
         return torch.cat([first, tail[:, : width - 1]], dim=1)
 
 

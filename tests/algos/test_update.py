@@ -228,16 +228,46 @@ def test_default_micro_batches_are_prompt_groups_with_the_same_update():
     # whose prompts nobody shares.
     prompts = [[1], [2], [1], [2], [1], [3], [2], [1], [4, 4], [5]]
     samples = [sample(p) for p in prompts]
-    grouped, single = _RecordingBigram(seed=6), _RecordingBigram(seed=6)
+    packed, grouped, single = (_RecordingBigram(seed=6) for _ in range(3))
     cfg = PGConfig(lr=0.1, aggregation="sequence-mean", max_grad_norm=None, kl_coef=0.1)
+    # A budget of one token: every prompt group gets a pass of its own (a group is never split).
+    cfg_grouped = dataclasses.replace(cfg, micro_batch_tokens=1)
     cfg_single = dataclasses.replace(cfg, micro_batch_size=1)
-    for policy, config in ((grouped, cfg), (single, cfg_single)):
+    for policy, config in ((packed, cfg), (grouped, cfg_grouped), (single, cfg_single)):
         opt, _ = make_optimizer(policy.parameters(), config)
         policy_gradient_update(policy, opt, copy.deepcopy(samples), config)
-    # Per pass (old log-probs, reference log-probs, training): group [1], group [2], the rest.
-    # (The unshared ones are ordered by length, to pad less.)
-    expected = [[(1,)] * 4, [(2,)] * 3, [(3,), (4, 4), (5,)]]
-    assert [sorted(batch) for batch in grouped.batches] == expected * 3
+    # Per pass (old log-probs, reference log-probs, training). The default budget holds the
+    # whole minibatch, grouped by prompt.
+    assert [sorted(batch) for batch in packed.batches] == [sorted(prompts_of(samples))] * 3
+    groups = [[(1,)] * 4, [(2,)] * 3, [(3,)], [(4, 4)], [(5,)]]
+    assert sorted(sorted(batch) for batch in grouped.batches) == sorted(groups * 3)
     assert len(single.batches) == 3 * len(samples)
     # Micro-batching changes the passes, not the update.
+    assert torch.allclose(packed.table, single.table, atol=1e-6)
     assert torch.allclose(grouped.table, single.table, atol=1e-6)
+
+
+def prompts_of(samples: list[Sample]) -> list[tuple[int, ...]]:
+    return [tuple(s.prompt_ids) for s in samples]
+
+
+def test_packed_passes_respect_the_token_budget_and_keep_groups_whole():
+    from llm_marl.algos.update import _micro_batches
+
+    def group(prompt_len: int, completion_lens: list[int], tag: int) -> list[Sample]:
+        prompt = [tag] * prompt_len
+        return [Sample(prompt, [1] * n, [1] * n, [0.0] * n, None) for n in completion_lens]
+
+    samples = [
+        *group(10, [5, 6], 1),  # cost alone: 10 + 2 * 6 = 22
+        *group(4, [30, 2, 2], 2),  # 4 + 3 * 30 = 94
+        *group(8, [7], 3),  # 8 + 7 = 15
+        *group(2, [200, 1], 4),  # larger than the budget: a pass of its own
+    ]
+    passes = list(_micro_batches(samples, PGConfig(micro_batch_tokens=100)))
+    # Sorted by longest completion: groups 1 and 3 pack (2 * 10 + 3 * 7 = 41 <= 100); adding
+    # group 2 would cost 3 * 10 + 6 * 30 = 210; group 4 is alone.
+    assert [sorted({s.prompt_ids[0] for s in p}) for p in passes] == [[1, 3], [2], [4]]
+    assert sorted(map(id, (s for p in passes for s in p))) == sorted(map(id, samples))
+    with pytest.raises(ValueError, match="micro_batch_tokens"):
+        PGConfig(micro_batch_tokens=0)

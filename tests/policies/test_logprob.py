@@ -366,6 +366,39 @@ def test_a_shared_prompt_is_encoded_once_with_the_same_logprobs_and_grads(tmp_pa
     assert seen == [4 * (23 + 40)]
 
 
+def _groups(vocab: int, seed: int = 0) -> tuple[list[list[int]], list[list[int]]]:
+    """Three GRPO groups of different prompt lengths (one group of a single row), interleaved
+    as a minibatch may hold them, with ragged completions (one empty)."""
+    gen = torch.Generator().manual_seed(seed)
+    heads = [torch.randint(0, vocab, (n,), generator=gen).tolist() for n in (23, 9, 15)]
+    order = [0, 1, 0, 2, 1, 0, 1]
+    comps = [
+        torch.randint(0, vocab, (n,), generator=gen).tolist() for n in (17, 4, 0, 40, 8, 3, 21)
+    ]
+    return [heads[k] for k in order], comps
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_several_prompt_groups_share_one_pass_with_the_same_logprobs_and_grads(tmp_path, arch):
+    path = build_tiny_lm(tmp_path / arch, arch=arch, vocab_size=600, seed=2)
+    policy = HFPolicy(path, trainable=True, seed=0)
+    _sharpen(policy.model)
+    policy.logprob_temperature = 0.7
+    prompts, comps = _groups(600)
+    seen = _count_backbone_tokens(policy)
+    lps = policy.sequence_logprobs(prompts, comps)
+    # The three distinct prompts ran once, left padded to 23 columns, then the 7 completions.
+    assert seen == [3 * 23, 7 * 40]
+    _assert_same(
+        lps, _plain(policy.model, prompts, comps, 0.7), policy.parameters(), _weights(comps)
+    )
+    # Without sharing, each row runs its prompt again.
+    policy.share_prompts = False
+    seen.clear()
+    policy.sequence_logprobs(prompts, comps)
+    assert seen == [7 * (23 + 40)]
+
+
 def test_a_shared_prompt_under_lora_and_for_the_reference(big_vocab_path):
     base = AutoModelForCausalLM.from_pretrained(big_vocab_path)
     _sharpen(base)
