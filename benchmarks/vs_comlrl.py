@@ -59,18 +59,17 @@ W&B stays off in the CoMLRL process (``WANDB_MODE=disabled``, no ``wandb_config`
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+# benchmarks/ is the script's directory, so on sys.path in both venvs (stdlib only).
+from _harness import Progress, Spans, add_clock_argument, clock_key, emit_result, interleaved, now
+from _harness import run_worker as run_worker_process
 
 MODELS: dict[str, dict[str, int]] = {
     # The shapes of benchmarks/generation.py (head size 64, tied embeddings, MLP 4x hidden).
@@ -154,9 +153,9 @@ def run_comlrl(args: argparse.Namespace) -> dict[str, Any]:
         def _drain_ready_buffers(self, ready_agents: list[int]) -> None:
             if not ready_agents:
                 return super()._drain_ready_buffers(ready_agents)
-            t0, c0 = time.perf_counter(), time.process_time()
+            t0, c0 = now()
             super()._drain_ready_buffers(ready_agents)
-            t1, c1 = time.perf_counter(), time.process_time()
+            t1, c1 = now()
             record["update"].append(t1 - t0)
             record["update_cpu"].append(c1 - c0)
             record["step_ends"].append(t1)
@@ -191,7 +190,7 @@ def run_comlrl(args: argparse.Namespace) -> dict[str, Any]:
         args=config,
     )
     trainer.verbose = False
-    start, start_cpu = time.perf_counter(), time.process_time()
+    start, start_cpu = now()
     trainer.train()
     ends, ends_cpu = record["step_ends"], record["step_ends_cpu"]
     if len(ends) != warmup + args.steps:
@@ -289,14 +288,7 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
         return tasks[start : start + n]
 
     trainer.tasks_for_step = tasks_for_step  # type: ignore[method-assign]
-    record: dict[str, Any] = {
-        "step": [],
-        "update": [],
-        "step_cpu": [],
-        "update_cpu": [],
-        "lengths": [],
-        "prompt_ids": [],
-    }
+    record: dict[str, Any] = {"lengths": [], "prompt_ids": []}
     collect = algo.collect
 
     def recording_collect(*a: Any, **k: Any) -> Any:
@@ -308,28 +300,23 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
         return episodes
 
     algo.collect = recording_collect  # type: ignore[method-assign]
-    update = algo.update
+    update, update_spans = algo.update, Spans()
 
     def timed_update(*a: Any, **k: Any) -> Any:
-        c0 = time.process_time()
-        try:
+        with update_spans:
             return update(*a, **k)
-        finally:
-            record["update_cpu"].append(time.process_time() - c0)
 
     algo.update = timed_update  # type: ignore[method-assign]
+    step_spans = Spans()
     for step in range(warmup + args.steps):
-        c0 = time.process_time()
-        metrics = trainer.train_step(step)
-        record["step_cpu"].append(time.process_time() - c0)
-        record["step"].append(metrics["time/step"])
-        record["update"].append(metrics["time/update"])
+        with step_spans:
+            trainer.train_step(step)
     model = policies["left"].model
     return {
-        "step": record["step"][warmup:],
-        "update": record["update"][warmup:],
-        "step_cpu": record["step_cpu"][warmup:],
-        "update_cpu": record["update_cpu"][warmup:],
+        "step": step_spans.wall[warmup:],
+        "update": update_spans.wall[warmup:],
+        "step_cpu": step_spans.cpu[warmup:],
+        "update_cpu": update_spans.cpu[warmup:],
         # Each step's 2 x N x G turns in order; the warm-up steps hold 2 x G each.
         "completion_len": statistics.mean(record["lengths"][warmup * 2 * args.group_size :]),
         "prompt_len": statistics.mean(
@@ -346,14 +333,11 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _worker_main(args: argparse.Namespace) -> None:
-    result = (run_comlrl if args.worker == "comlrl" else run_ours)(args)
-    print("RESULT " + json.dumps(result))
+    emit_result((run_comlrl if args.worker == "comlrl" else run_ours)(args))
 
 
 def _run_worker(python: str, side: str, model: str, n: int, args: argparse.Namespace) -> dict:
-    cmd = [
-        python,
-        str(Path(__file__).resolve()),
+    argv = [
         "--worker",
         side,
         "--model",
@@ -375,16 +359,9 @@ def _run_worker(python: str, side: str, model: str, n: int, args: argparse.Names
         "--seed",
         str(args.seed),
     ]
-    env = {**os.environ, "WANDB_MODE": "disabled", "HF_HUB_OFFLINE": "1", "TQDM_DISABLE": "1"}
-    if side == "ours":
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(
-            os.pathsep
-        )
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"{side} worker failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1].removeprefix("RESULT "))
+    return run_worker_process(
+        python, Path(__file__).resolve(), argv, side=side, llm_marl_on_path=side == "ours"
+    )
 
 
 def _per_prompt(result: dict, key: str, n: int) -> float:
@@ -407,13 +384,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--lr", type=float, default=1e-5)
     p.add_argument("--threads", type=int, default=1, help="torch threads of each side")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--clock",
-        choices=["wall", "cpu"],
-        default="wall",
-        help="what the table reports: wall seconds, or the worker process's CPU seconds (with "
-        "--threads 1 the same on a quiet machine, and far steadier on a busy one)",
-    )
+    add_clock_argument(p)
     p.add_argument("--model-dir", default=None, help="where the tiny models are built")
     p.add_argument("--worker", choices=["ours", "comlrl"], help=argparse.SUPPRESS)
     p.add_argument("--model", help=argparse.SUPPRESS)
@@ -439,28 +410,18 @@ def main(argv: list[str] | None = None) -> dict:
 
     runs: dict[tuple[str, int, str], list[dict]] = {}
     configs = [(m, n) for m in args.models for n in args.prompts_per_step]
-    total, done, t_start = args.reps * len(configs) * 2, 0, time.perf_counter()
-    for rep in range(args.reps):
-        for i, (model, n) in enumerate(configs):
-            # Alternate which side goes first, so neither always runs on a warmer machine.
-            sides = ("comlrl", "ours") if (rep + i) % 2 == 0 else ("ours", "comlrl")
-            for side in sides:
-                python = args.comlrl_python if side == "comlrl" else sys.executable
-                result = _run_worker(python, side, paths[model], n, args)
-                runs.setdefault((model, n, side), []).append(result)
-                done += 1
-                print(
-                    f"[{done}/{total} {time.perf_counter() - t_start:5.0f}s] {model} N={n} "
-                    f"{side:6s} {_per_prompt(result, 'step', n):.3f} s/prompt "
-                    f"({_per_prompt(result, 'step_cpu', n):.3f} CPU s/prompt)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+    progress = Progress(args.reps * len(configs) * 2)
+    for _, (model, n), side in interleaved(args.reps, configs, ("comlrl", "ours")):
+        python = args.comlrl_python if side == "comlrl" else sys.executable
+        result = _run_worker(python, side, paths[model], n, args)
+        runs.setdefault((model, n, side), []).append(result)
+        progress.report(
+            f"{model} N={n} {side:6s} {_per_prompt(result, 'step', n):.3f} s/prompt "
+            f"({_per_prompt(result, 'step_cpu', n):.3f} CPU s/prompt)"
+        )
 
     table: dict = {}
-    step_key, update_key = (
-        ("step", "update") if args.clock == "wall" else ("step_cpu", "update_cpu")
-    )
+    step_key, update_key = clock_key("step", args.clock), clock_key("update", args.clock)
     for model in args.models:
         first = {s: runs[(model, args.prompts_per_step[0], s)][0] for s in ("comlrl", "ours")}
         same_prompt = first["comlrl"]["first_prompt_ids"] == first["ours"]["first_prompt_ids"]
