@@ -99,12 +99,10 @@ class HeadSplit(NamedTuple):
             use_cache=True,
         )
         cache = output_cache(out)
-        select = getattr(cache, "batch_select_indices", None)
         length = getattr(cache, "get_seq_length", None)
         # A cache that does not hold the whole prompt (a layer that skipped it) cannot serve.
-        if not callable(select) or not callable(length) or length() != p_width:
+        if not callable(length) or length() != p_width or not _gather_cache_rows(cache, row_prompt):
             return None
-        select(row_prompt)
         starts = prompt_mask.sum(-1)[row_prompt]
         positions = starts.unsqueeze(-1) + torch.arange(width, device=prompts.device)
         tail = self.hidden_states(
@@ -116,8 +114,34 @@ class HeadSplit(NamedTuple):
         )
         # A prompt's last position predicts completion token 0; token t>0 is predicted by
         # completion position t-1.
-        first = _last_hidden(out)[row_prompt, -1:]
+        first = _last_hidden(out)[:, -1:].index_select(0, row_prompt)
         return torch.cat([first, tail[:, : width - 1]], dim=1)
+
+
+def _gather_cache_rows(cache: Any, rows: torch.Tensor) -> bool:
+    """Replace each layer's keys and values by their ``rows`` (a row may repeat); False if the
+    cache's layout is unknown.
+
+    ``index_select``, not transformers' ``batch_select_indices``: that indexes with
+    ``keys[rows]``, whose backward accumulates the repeated rows' gradients with parallel
+    atomic adds on CPU, in an order that varies from call to call, so two identical runs
+    drifted apart in the last bits. ``index_select``'s backward adds them in a fixed order.
+    """
+    layers = getattr(cache, "layers", None)
+    if isinstance(layers, list) and all(hasattr(layer, "keys") for layer in layers):
+        for layer in layers:
+            if layer.keys is not None and layer.keys.dim() == 4:
+                layer.keys = layer.keys.index_select(0, rows)
+                layer.values = layer.values.index_select(0, rows)
+        return True
+    keys, values = getattr(cache, "key_cache", None), getattr(cache, "value_cache", None)
+    if isinstance(keys, list) and isinstance(values, list):  # transformers before 4.56
+        for i in range(len(keys)):
+            if keys[i].dim() == 4:
+                keys[i] = keys[i].index_select(0, rows)
+                values[i] = values[i].index_select(0, rows)
+        return True
+    return False
 
 
 # Verdict of the probe, per model called: (id(decoder), id(head)) -> splittable. Keyed by the

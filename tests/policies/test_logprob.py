@@ -447,3 +447,19 @@ def test_a_checkpointed_model_in_training_mode_encodes_each_row_and_stays_exact(
     prompts, comps = _group(int(model.config.vocab_size), seed=4)
     lps = policy.sequence_logprobs(prompts, comps)
     _assert_same(lps, _plain(model, prompts, comps, 1.0), policy.parameters(), _weights(comps))
+
+
+def test_shared_prompt_gradients_are_bit_identical_from_call_to_call(tmp_path):
+    # The gradient of a shared prompt's key/value cache sums over its completions. Gathered
+    # with advanced indexing, CPU backward adds the repeats with parallel atomics in a varying
+    # order, and two identical training runs drifted apart; index_select adds them in order.
+    path = build_tiny_lm(tmp_path / "lm", vocab_size=600, hidden_size=128, num_layers=2, seed=4)
+    policy = HFPolicy(path, trainable=True, seed=0)
+    prompts, comps = _groups(600, seed=5)
+    prompts, comps = prompts * 6, comps * 6  # many repeats of each prompt in one pass
+    params = list(policy.parameters())
+    weights = _weights(comps)
+    first = _grads(params, policy.sequence_logprobs(prompts, comps), weights)
+    for _ in range(6):
+        again = _grads(params, policy.sequence_logprobs(prompts, comps), weights)
+        assert all(torch.equal(a, b) for a, b in zip(first, again))
