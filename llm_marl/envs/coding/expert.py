@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import weakref
 from collections import OrderedDict
@@ -56,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_marl.errors import InfrastructureError
+from llm_marl.tools.calls import json_string_end
 
 __all__ = [
     "CACHE_SIZE",
@@ -92,6 +94,7 @@ SINGLE_KEYS = {"coder": "main"}
 _MAX_TRIES = 8
 """At most this many JSON candidates of a reply are decoded (each at most REPLY_CHARS long)."""
 _DECODER = json.JSONDecoder(strict=False)  # models put raw newlines inside JSON strings
+_BRACE_OR_QUOTE = re.compile(r'[{}"]')
 
 
 def instructions(problem: str, single_agent: bool) -> str:
@@ -201,26 +204,20 @@ def read_edits(reply: str, keys: Sequence[str]) -> dict[str, str] | None:
 def _brace_spans(text: str) -> list[tuple[int, int]]:
     """Every balanced ``{...}`` of ``text`` in the order it closes (so the last closes last).
 
-    Strings are skipped inside braces (code in a JSON string holds braces of its own). One
-    pass, no backtracking: linear in ``len(text)``.
+    Strings are skipped inside braces (code in a JSON string holds braces of its own); outside
+    any brace a quote is prose. One pass, no backtracking: linear in ``len(text)``.
     """
     spans: list[tuple[int, int]] = []
     opened: list[int] = []
-    in_string = escaped = False
-    for i, ch in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"' and opened:
-            in_string = True
-        elif ch == "{":
-            opened.append(i)
-        elif ch == "}" and opened:
-            spans.append((opened.pop(), i + 1))
+    pos = 0
+    while (found := _BRACE_OR_QUOTE.search(text, pos)) is not None:
+        ch, pos = found.group(), found.end()
+        if ch == "{":
+            opened.append(found.start())
+        elif opened and ch == "}":
+            spans.append((opened.pop(), pos))
+        elif opened:
+            pos = json_string_end(text, found.start())
     return spans
 
 
