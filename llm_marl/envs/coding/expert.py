@@ -56,6 +56,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm_marl.envs.coding.prompts import report_tests
 from llm_marl.errors import InfrastructureError
 from llm_marl.tools.calls import json_string_end
 
@@ -169,10 +170,7 @@ def expert_request(problem: str, facts: ExpertFacts, single_agent: bool) -> list
     if facts.program_error:
         results.append(f"- {facts.program_error}")
     if facts.total:
-        results.append(f"- Unit tests passed: {facts.passed}/{facts.total}.")
-        for source, error in facts.failures:
-            results.append(f"  FAILED: {source}")
-            results.append(f"    -> {error}")
+        results.extend(report_tests("Unit tests", facts.passed, facts.total, facts.failures))
     if results:
         lines.append("\nWhat happened when the code ran on the provided unit tests:")
         lines.extend(results)
