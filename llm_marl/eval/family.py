@@ -116,6 +116,17 @@ class Family:
         """Extra top-level fields of an episode's record."""
         return {}
 
+    def resolve_team(
+        self, policies: Mapping[str, Policy], env_ids: Sequence[str] | None, options: EvalOptions
+    ) -> dict[str, Policy]:
+        """The team by agent name, before anything is played (:meth:`evaluate` asks first).
+
+        Base class: ``policies`` as given. A family whose role stands for several agents (the
+        math team's ``solvers``) names each of them here, in ``policies`` and in a per-agent
+        ``options["sampling"]`` (``options`` is :meth:`evaluate`'s own, so it may be updated).
+        """
+        return dict(policies)
+
     def evaluate(
         self,
         policies: Mapping[str, Policy],
@@ -132,8 +143,9 @@ class Family:
         benchmark's split (default: each one's own). ``options`` go to
         :func:`~llm_marl.eval.evaluate` (``samples``, ``k``, ``limit``, ``env_kwargs``,
         ``episodes_path``...); agents that ``sampling`` leaves out get
-        :meth:`default_sampling`.
+        :meth:`default_sampling`. The team is ``policies`` as :meth:`resolve_team` reads it.
         """
+        policies = self.resolve_team(policies, env_ids, options)
         team = list(policies)
         rows = self.rows(
             team, split_names(benchmarks), env_ids, split=split, limit=options.get("limit")

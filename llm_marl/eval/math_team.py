@@ -33,7 +33,7 @@ answers are in its ``infos``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from llm_marl.envs.registration import make
 from llm_marl.errors import ConfigError
@@ -42,9 +42,6 @@ from llm_marl.eval.math import ACTOR_SAMPLING, COLLABORATOR_SAMPLING, MathFamily
 from llm_marl.eval.metrics import Record
 from llm_marl.policies.base import Policy, SamplingParams
 from llm_marl.rollout.types import Episode
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 
 __all__ = ["MATH_TEAM", "SOLVERS", "MathTeamFamily"]
 
@@ -141,17 +138,11 @@ class MathTeamFamily(MathFamily):
     def record_fields(self, episode: Episode) -> dict[str, Any]:
         return {**super().record_fields(episode), "votes": self.graded_infos(episode).get("votes")}
 
-    def evaluate(
-        self,
-        policies: Mapping[str, Policy],
-        benchmarks: Sequence[str] | str | None = None,
-        *,
-        env_ids: Sequence[str] | None = None,
-        split: str | None = None,
-        **options: Unpack[EvalOptions],
-    ) -> dict[str, Any]:
-        """As :meth:`Family.evaluate <llm_marl.eval.family.Family.evaluate>`, with ``solvers``
-        (in ``policies`` and in a per-agent ``sampling``) standing for every solver."""
+    def resolve_team(
+        self, policies: Mapping[str, Policy], env_ids: Sequence[str] | None, options: EvalOptions
+    ) -> dict[str, Policy]:
+        """``solvers`` (in ``policies`` and in a per-agent ``sampling``) stands for every solver
+        of the env that ``env_ids`` or the collaborator picks (see :meth:`team_for`)."""
         if env_ids:
             self.check_envs(env_ids)
         env_id = env_ids[0] if env_ids else self.env_for(list(policies))
@@ -160,7 +151,7 @@ class MathTeamFamily(MathFamily):
         sampling = options.get("sampling")
         if isinstance(sampling, Mapping):
             options["sampling"] = self.team_for(sampling, env_id, env_kwargs)
-        return super().evaluate(team, benchmarks, env_ids=env_ids, split=split, **options)
+        return team
 
 
 MATH_TEAM = MathTeamFamily()

@@ -9,7 +9,8 @@ Token-in / token-out
 For multi-turn episodes the rollout hands the policy a :class:`TokenContext` per conversation:
 the exact token ids of that agent's previous turn (its prompt followed by what it generated).
 A policy that works on tokens (``HFPolicy``) must then build the next prompt as
-``context.token_ids + tokens(new messages)`` so that generated tokens are never re-tokenised.
+``context.token_ids + tokens(new messages)`` so that generated tokens are never re-tokenised
+(:class:`ChatTokenPolicy` does, for ``HFPolicy`` and ``VLLMPolicy``).
 ``Completion.prompt_ids`` is the full prompt actually fed to the model. A policy that cannot
 honour a context (a re-rendered chat template that does not extend the previous text) may
 ignore it; the rollout detects that ``prompt_ids`` does not extend the context and records the
@@ -19,6 +20,7 @@ turn as a new segment.
 from __future__ import annotations
 
 import random
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -28,6 +30,8 @@ from llm_marl.errors import PolicyError as PolicyError  # re-exported: policies 
 
 if TYPE_CHECKING:
     import torch
+
+    from llm_marl.policies.chat import ChatTokenizer
 
 Message = dict[str, Any]
 """One chat message: ``{"role": "system" | "user" | "assistant" | "tool", "content": str}``."""
@@ -195,6 +199,50 @@ class TrainablePolicy(Policy, Protocol):
     def load(self, path: str) -> None:
         """Read weights written by :meth:`save`."""
         ...
+
+
+class ChatTokenPolicy(ABC):
+    """Base of the policies that sample token ids themselves (``HFPolicy``, ``VLLMPolicy``):
+    their one :meth:`generate`, token-in / token-out (see the module docstring).
+
+    :meth:`generate` builds every prompt's ids with :attr:`chat` (extending each conversation's
+    :class:`TokenContext`), samples the batch in one call of :meth:`_sample_ids`, and cuts and
+    decodes the raw ids into completions with :attr:`chat` again. A subclass sets ``name``,
+    ``trainable`` and :attr:`chat`, implements :meth:`_sample_ids` and, if its rows come back
+    padded, :meth:`_pads_rows`.
+    """
+
+    name: str
+    trainable: bool
+    chat: ChatTokenizer
+    """The prompt builder and completion cutter (:class:`~llm_marl.policies.chat.ChatTokenizer`)."""
+
+    def generate(
+        self,
+        conversations: Sequence[Conversation],
+        sampling: SamplingParams,
+        contexts: TokenContexts = None,
+    ) -> list[Completion]:
+        """Sample one completion per conversation with a single batched sampling call."""
+        prompts, extended = self.chat.batch_prompt_ids(conversations, contexts)
+        if not prompts:
+            return []
+        generated = self._sample_ids(prompts, sampling)
+        return self.chat.batch_completions(
+            prompts, extended, contexts, generated, sampling, trim_padding=self._pads_rows()
+        )
+
+    @abstractmethod
+    def _sample_ids(
+        self, prompts: list[list[int]], sampling: SamplingParams
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """Sample the whole batch once: each prompt's raw generated ids and their sampling
+        log-probs (not yet cut at an end token or a stop string)."""
+
+    def _pads_rows(self) -> bool:
+        """Whether :meth:`_sample_ids` pads the rows that finished early, so that trailing pad
+        ids are padding, not samples (default: no, each row comes back as sampled)."""
+        return False
 
 
 class ScriptedPolicy:

@@ -4,7 +4,8 @@
 (:class:`~llm_marl.policies.hf.HFPolicy` and :class:`~llm_marl.policies.vllm.VLLMPolicy`), so
 that both build exactly the same prompt ids for a conversation (honouring a
 :class:`~llm_marl.policies.base.TokenContext`: generated tokens are never re-tokenised) and cut
-a raw generation at the same end token / stop string.
+a raw generation at the same end token / stop string. Their one ``generate`` is
+:class:`~llm_marl.policies.base.ChatTokenPolicy`'s.
 """
 
 from __future__ import annotations

@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from llm_marl.errors import ConfigError
 from llm_marl.policies.base import (
+    ChatTokenPolicy,
     Completion,
     Conversation,
     SamplingParams,
     TokenContext,
-    TokenContexts,
     TrainablePolicy,
     call_seed,
 )
@@ -166,7 +166,7 @@ def _adapter_param_names(model: Any, adapter: str) -> list[str]:
     return names
 
 
-class HFPolicy:
+class HFPolicy(ChatTokenPolicy):
     """A ``transformers`` causal LM (optionally a LoRA adapter on it) as a :class:`Policy`.
 
     Args:
@@ -420,31 +420,19 @@ class HFPolicy:
 
     # ------------------------------------------------------------------ generation
 
-    def generate(
-        self,
-        conversations: Sequence[Conversation],
-        sampling: SamplingParams,
-        contexts: TokenContexts = None,
-    ) -> list[Completion]:
-        """Sample one completion per conversation with a single batched ``generate`` call."""
-        prompts, extended = self.chat.batch_prompt_ids(conversations, contexts)
-        if not prompts:
-            return []
+    def _sample_ids(
+        self, prompts: list[list[int]], sampling: SamplingParams
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """One batched ``generate`` call, or the generation engine's when one is attached."""
         if self.generation_engine is not None:
             # The engine gets the seed this policy's generator decides, as _generate_ids does.
             sampling = dataclasses.replace(sampling, seed=call_seed(sampling, self._rng))
-            generated = self.generation_engine.generate_ids(self, prompts, sampling)
-        else:
-            generated = self._generate_ids(prompts, sampling)
+            return self.generation_engine.generate_ids(self, prompts, sampling)
+        return self._generate_ids(prompts, sampling)
+
+    def _pads_rows(self) -> bool:
         # transformers pads rows that finished early; an engine returns each row as sampled.
-        return self.chat.batch_completions(
-            prompts,
-            extended,
-            contexts,
-            generated,
-            sampling,
-            trim_padding=self.generation_engine is None,
-        )
+        return self.generation_engine is None
 
     def _generate_ids(
         self, prompts: list[list[int]], sampling: SamplingParams

@@ -65,10 +65,8 @@ from typing import TYPE_CHECKING, Any
 
 from llm_marl.errors import ConfigError
 from llm_marl.policies.base import (
-    Completion,
-    Conversation,
+    ChatTokenPolicy,
     SamplingParams,
-    TokenContexts,
     call_seed,
 )
 from llm_marl.policies.chat import ChatTokenizer
@@ -213,7 +211,7 @@ def _fitting_rank(rank: int) -> int:
     raise ValueError(f"LoRA rank {rank} exceeds vLLM's maximum {_LORA_RANKS[-1]}")
 
 
-class VLLMPolicy:
+class VLLMPolicy(ChatTokenPolicy):
     """A ``vllm.LLM`` engine in this process, as a frozen :class:`Policy` and as the generation
     engine of trainable :class:`HFPolicy` objects (see the module docstring).
 
@@ -508,18 +506,11 @@ class VLLMPolicy:
 
     # ------------------------------------------------------------------ generation
 
-    def generate(
-        self,
-        conversations: Sequence[Conversation],
-        sampling: SamplingParams,
-        contexts: TokenContexts = None,
-    ) -> list[Completion]:
-        """Sample one completion per conversation with a single ``LLM.generate`` call."""
-        prompts, extended = self.chat.batch_prompt_ids(conversations, contexts)
-        if not prompts:
-            return []
-        generated = self._sample(prompts, sampling, self._own_lora)
-        return self.chat.batch_completions(prompts, extended, contexts, generated, sampling)
+    def _sample_ids(
+        self, prompts: list[list[int]], sampling: SamplingParams
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """One ``LLM.generate`` call, with this policy's own adapter (if any)."""
+        return self._sample(prompts, sampling, self._own_lora)
 
     def generate_ids(
         self, policy: HFPolicy, prompts: list[list[int]], sampling: SamplingParams

@@ -87,6 +87,7 @@ __all__ = [
     "Toolbox",
     "hermes_tool_listing",
     "json_depth_exceeds",
+    "json_string_end",
     "mcp_tool_listing",
     "parse_tool_calls",
     "tool",
@@ -759,33 +760,45 @@ _OPENERS = {"hermes": "<tool_call>", "mcp": "<use_mcp_tool>"}
 _CLOSERS = {"hermes": "</tool_call>", "mcp": "</use_mcp_tool>"}
 
 
+_STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
+"""What follows a JSON string's opening quote, up to and with its closing quote (or the end of
+the text): a backslash escapes the next character, whatever it is. Unrolled, so it never
+backtracks."""
+_NESTING = re.compile(r'["\[\]{}]')
+
+
+def json_string_end(text: str, start: int) -> int:
+    """The index just past the JSON string whose opening quote is ``text[start]`` (or the end of
+    the text, if it never closes). One regex match: linear in the string's length.
+
+    The scanners of JSON embedded in model output skip strings with it, so the brackets and
+    braces a string holds (code, LaTeX) never count as structure.
+    """
+    match = _STRING_REST.match(text, start + 1)
+    assert match is not None  # every text matches: the last alternative is the end of the text
+    return match.end()
+
+
 def json_depth_exceeds(text: str, max_depth: int) -> bool:
     """Whether JSON ``text`` nests objects/arrays deeper than ``max_depth``.
 
-    One linear pass that skips string contents (with escapes), so that ``json.loads`` is only
-    ever given input it can parse without deep recursion. Malformed text may pass; ``json.loads``
-    then rejects it.
+    One linear pass that skips string contents (with escapes, :func:`json_string_end`), so that
+    ``json.loads`` is only ever given input it can parse without deep recursion. Malformed text
+    may pass; ``json.loads`` then rejects it.
     """
     if text.count("[") + text.count("{") <= max_depth:
         return False  # cannot nest deeper than it has brackets (a fast path in C)
     depth = 0
-    in_string = False
-    escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
+    pos = 0
+    while (found := _NESTING.search(text, pos)) is not None:
+        ch, pos = found.group(), found.end()
+        if ch == '"':
+            pos = json_string_end(text, found.start())
         elif ch in "[{":
             depth += 1
             if depth > max_depth:
                 return True
-        elif ch in "]}":
+        else:
             depth -= 1
     return False
 

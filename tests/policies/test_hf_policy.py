@@ -104,6 +104,36 @@ def test_one_generate_call_for_the_batch(tiny_lm_path):
     assert {c.finish_reason for c in out} == {"stop", "length"}
 
 
+def test_a_generation_engine_samples_and_its_rows_stay_as_sampled(tiny_lm_path):
+    """With an engine attached, generate samples there (one call, with a seed the policy drew)
+    and a trailing pad id is a sample; transformers' rows are padded, so there it is trimmed."""
+    policy = HFPolicy(tiny_lm_path, seed=0)
+    policy.chat.pad_id = 7  # not an end token of the tiny LM, so trimming is observable
+    rows = ([[5, 7, 7] for _ in range(3)], [[-0.5, -0.25, -0.125] for _ in range(3)])
+    calls = []
+
+    class Engine:
+        def generate_ids(self, owner, prompts, sampling):
+            calls.append((owner, len(prompts), sampling.seed))
+            return rows
+
+        def sync_weights(self, owner):
+            pass
+
+    policy.generation_engine = Engine()
+    out = policy.generate(_convs(3), SamplingParams(max_new_tokens=3))
+    assert len(calls) == 1 and calls[0][0] is policy and calls[0][1] == 3
+    assert isinstance(calls[0][2], int)  # the caller gave no seed: the policy drew one
+    assert [(c.token_ids, c.finish_reason) for c in out] == [([5, 7, 7], "length")] * 3
+    assert out[0].logprobs == [-0.5, -0.25, -0.125]
+    assert out[0].prompt_ids == policy.prompt_ids(_convs(3)[0])[0]
+
+    policy.generation_engine = None
+    policy._generate_ids = lambda prompts, sampling: rows  # a padded transformers batch
+    out = policy.generate(_convs(3), SamplingParams(max_new_tokens=3))
+    assert [(c.token_ids, c.finish_reason) for c in out] == [([5], "stop")] * 3
+
+
 def test_generate_logprobs_match_sequence_logprobs(tiny_lm_path):
     policy = HFPolicy(tiny_lm_path, trainable=True, seed=0)
     sampling = SamplingParams(max_new_tokens=16, temperature=0.7, seed=5)

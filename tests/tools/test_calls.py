@@ -25,6 +25,7 @@ from llm_marl.tools.calls import (
     ToolUseError,
     hermes_tool_listing,
     json_depth_exceeds,
+    json_string_end,
     mcp_tool_listing,
     parse_tool_calls,
     tool,
@@ -637,6 +638,22 @@ def test_depth_check_skips_strings():
     assert not json_depth_exceeds('{"a": "\\"[[[[[[[["}', 3)
     assert json_depth_exceeds('{"a": [[[1]]]}', 3)
     assert not json_depth_exceeds('{"a": [[1]]}', 3)
+
+
+@pytest.mark.parametrize(
+    ("text", "end"),
+    [
+        ('"ab" rest', 4),
+        ('"a\\"b" rest', 6),  # an escaped quote does not close the string
+        ('"a\\\\" rest', 5),  # an escaped backslash does not escape the quote
+        ('"a\\\nb"', 6),  # an escape takes any next character, a newline too
+        ('"never closed', 13),
+        ('"ends in a backslash\\', 21),
+    ],
+)
+def test_json_string_end(text, end):
+    assert json_string_end(text, 0) == end
+    assert json_string_end("xy" + text, 2) == end + 2
 
 
 @pytest.mark.timeout(60)

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 import weakref
 from collections import OrderedDict
@@ -55,7 +56,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm_marl.envs.coding.prompts import report_tests
 from llm_marl.errors import InfrastructureError
+from llm_marl.tools.calls import json_string_end
 
 __all__ = [
     "CACHE_SIZE",
@@ -92,6 +95,7 @@ SINGLE_KEYS = {"coder": "main"}
 _MAX_TRIES = 8
 """At most this many JSON candidates of a reply are decoded (each at most REPLY_CHARS long)."""
 _DECODER = json.JSONDecoder(strict=False)  # models put raw newlines inside JSON strings
+_BRACE_OR_QUOTE = re.compile(r'[{}"]')
 
 
 def instructions(problem: str, single_agent: bool) -> str:
@@ -166,10 +170,7 @@ def expert_request(problem: str, facts: ExpertFacts, single_agent: bool) -> list
     if facts.program_error:
         results.append(f"- {facts.program_error}")
     if facts.total:
-        results.append(f"- Unit tests passed: {facts.passed}/{facts.total}.")
-        for source, error in facts.failures:
-            results.append(f"  FAILED: {source}")
-            results.append(f"    -> {error}")
+        results.extend(report_tests("Unit tests", facts.passed, facts.total, facts.failures))
     if results:
         lines.append("\nWhat happened when the code ran on the provided unit tests:")
         lines.extend(results)
@@ -201,26 +202,20 @@ def read_edits(reply: str, keys: Sequence[str]) -> dict[str, str] | None:
 def _brace_spans(text: str) -> list[tuple[int, int]]:
     """Every balanced ``{...}`` of ``text`` in the order it closes (so the last closes last).
 
-    Strings are skipped inside braces (code in a JSON string holds braces of its own). One
-    pass, no backtracking: linear in ``len(text)``.
+    Strings are skipped inside braces (code in a JSON string holds braces of its own); outside
+    any brace a quote is prose. One pass, no backtracking: linear in ``len(text)``.
     """
     spans: list[tuple[int, int]] = []
     opened: list[int] = []
-    in_string = escaped = False
-    for i, ch in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"' and opened:
-            in_string = True
-        elif ch == "{":
-            opened.append(i)
-        elif ch == "}" and opened:
-            spans.append((opened.pop(), i + 1))
+    pos = 0
+    while (found := _BRACE_OR_QUOTE.search(text, pos)) is not None:
+        ch, pos = found.group(), found.end()
+        if ch == "{":
+            opened.append(found.start())
+        elif opened and ch == "}":
+            spans.append((opened.pop(), pos))
+        elif opened:
+            pos = json_string_end(text, found.start())
     return spans
 
 

@@ -9,6 +9,7 @@ the feedback tests and runtime errors — but never shows the partner's code or 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 AUX_NAME = "aux"
@@ -123,10 +124,8 @@ def feedback_message(report: FeedbackReport) -> str:
     if r.aux_called is False and r.own_role == "main":
         lines.append(f"- `{r.entry_point}` does not call `{AUX_NAME}`.")
     if r.total:
-        lines.append(f"- Feedback tests passed: {r.passed}/{r.total}.")
-        for source, error in r.failures:
-            lines.append(f"  FAILED: {readable_test(source, r.entry_point)}")
-            lines.append(f"    -> {clip_error(error)}")
+        failures = [(readable_test(s, r.entry_point), clip_error(e)) for s, e in r.failures]
+        lines.extend(report_tests("Feedback tests", r.passed, r.total, failures))
     elif not r.own_syntax_error and not r.program_error:
         lines.append("- No feedback tests were run for this problem.")
     lines.append(f"Revise your {own} and reply with the complete code only.")
@@ -156,6 +155,22 @@ def expert_message(
     else:
         body = f"The expert suggested no edit for your {own}."
     return f"{head}\n{body}\nRevise your {own} accordingly and reply with the complete code only."
+
+
+def report_tests(
+    label: str, passed: int, total: int, failures: Sequence[tuple[str, str]]
+) -> list[str]:
+    """Test results as a model reads them, in the agents' feedback and the expert's request
+    alike: ``- <label> passed: <passed>/<total>.``, then each failing test and its error.
+
+    ``failures`` are ``(test, error)`` as shown: already made readable and cut to length
+    (:func:`readable_test`, :func:`clip_error`).
+    """
+    lines = [f"- {label} passed: {passed}/{total}."]
+    for test, error in failures:
+        lines.append(f"  FAILED: {test}")
+        lines.append(f"    -> {error}")
+    return lines
 
 
 def readable_test(source: str, entry_point: str) -> str:

@@ -140,6 +140,8 @@ def test_a_huge_program_is_cut_before_the_expert_reads_it():
         ),
         # A stray brace in prose before the answer does not hide it.
         ('Use a set {like this.\n{"aux": "a", "main": "m"}', {"aux": "a", "main": "m"}),
+        # Nor does an unpaired quote in prose: outside braces a quote is not a string.
+        ('Say "hi.\n{"aux": "a", "main": "m"}', {"aux": "a", "main": "m"}),
     ],
 )
 def test_edits_are_read_out_of_the_reply(reply, edits):
