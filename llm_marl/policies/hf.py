@@ -166,6 +166,53 @@ def _adapter_param_names(model: Any, adapter: str) -> list[str]:
     return names
 
 
+class _SampledTokenLogprobs:
+    """A logits processor that keeps each sampled token's log-prob as ``generate`` runs.
+
+    ``generate(output_logits=True)`` would keep a ``(batch, vocab)`` logits tensor per step until
+    the call returns: tens of GiB for a 150k vocabulary, long completions and big batches. This
+    keeps only the current step's ``log_softmax(logits / temperature)`` and, at the next step,
+    gathers the token that was sampled from it (the last column of ``input_ids``). transformers
+    calls processors given to ``generate`` on the model's logits, before its own temperature,
+    top-k and top-p warpers, so these are the log-probs of the untruncated tempered
+    distribution, as :meth:`HFPolicy.sequence_logprobs` computes them.
+    """
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
+        self._last: torch.Tensor | None = None
+        self._steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        self._take(input_ids[:, -1])
+        self._last = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def _take(self, tokens: torch.Tensor) -> None:
+        """Record the log-probs of ``tokens``, sampled from the last step's distribution."""
+        if self._last is not None:
+            self._steps.append(self._last.gather(-1, tokens.unsqueeze(-1)).squeeze(-1))
+            self._last = None
+
+    def logprobs(self, generated: torch.Tensor) -> torch.Tensor:
+        """``(batch, steps)`` log-probs of ``generated``, the ids the call produced."""
+        import torch
+
+        if generated.shape[1]:
+            self._take(generated[:, -1])
+        if len(self._steps) != generated.shape[1]:
+            raise RuntimeError(
+                f"generate produced {generated.shape[1]} tokens per row but scored "
+                f"{len(self._steps)} steps: this transformers version calls logits processors "
+                "differently than llm_marl expects"
+            )
+        if not self._steps:
+            return generated.new_zeros((generated.shape[0], 0)).float()
+        return torch.stack(self._steps, dim=1)
+
+
 class HFPolicy(ChatTokenPolicy):
     """A ``transformers`` causal LM (optionally a LoRA adapter on it) as a :class:`Policy`.
 
@@ -196,9 +243,8 @@ class HFPolicy(ChatTokenPolicy):
 
     Sampling log-probs are ``log_softmax(logits / temperature)`` of the raw logits that
     ``generate`` returns (temperature 1 for greedy decoding): top-k / top-p truncation is not
-    reflected in them, exactly as in :meth:`sequence_logprobs`. ``generate`` keeps one
-    ``(batch, vocab)`` logits row per generated step until the call returns, so very large
-    vocabularies x long completions x big batches cost memory.
+    reflected in them, exactly as in :meth:`sequence_logprobs`. Sampling keeps one
+    ``(batch, vocab)`` block of log-probs at a time, never one per generated step.
 
     ``generation_engine`` (default ``None``: sample with ``transformers``) may hold a
     :class:`GenerationEngine`, e.g. the vLLM engine that
@@ -439,7 +485,7 @@ class HFPolicy(ChatTokenPolicy):
     ) -> tuple[list[list[int]], list[list[float]]]:
         """One left-padded ``generate`` call; raw generated ids (incl. padding) and log-probs."""
         import torch
-        from transformers import GenerationConfig
+        from transformers import GenerationConfig, LogitsProcessorList
 
         device = self.device
         batch, width = len(prompts), max(len(p) for p in prompts)
@@ -466,9 +512,10 @@ class HFPolicy(ChatTokenPolicy):
             eos_token_id=list(self.end_ids),
             pad_token_id=self.pad_id,
             return_dict_in_generate=True,
-            output_logits=True,
         )
-        kwargs: dict[str, Any] = {}
+        temp = 1.0 if greedy else sampling.temperature
+        recorder = _SampledTokenLogprobs(temp)
+        kwargs: dict[str, Any] = {"logits_processor": LogitsProcessorList([recorder])}
         if sampling.stop:
             config.stop_strings = list(sampling.stop)
             kwargs["tokenizer"] = self.tokenizer  # StopStringCriteria needs it
@@ -507,15 +554,7 @@ class HFPolicy(ChatTokenPolicy):
                 if was_training:
                     self.model.train()
         sequences = out.sequences[:, width:]
-        temp = 1.0 if greedy else sampling.temperature
-        # Gather per step so that only one (batch, vocab) slice is upcast at a time.
-        steps = [
-            torch.log_softmax(step.float() / temp, dim=-1)
-            .gather(-1, sequences[:, t : t + 1])
-            .squeeze(-1)
-            for t, step in enumerate(out.logits)
-        ]
-        lps = torch.stack(steps, dim=1) if steps else sequences.new_zeros((batch, 0)).float()
+        lps = recorder.logprobs(sequences)
         return sequences.tolist(), lps.tolist()
 
     def _finish(self, ids: list[int], lps: list[float], sampling: SamplingParams) -> Completion:

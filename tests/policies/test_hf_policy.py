@@ -3,6 +3,7 @@ multi-turn token contexts, shared LoRA adapters, frozen/trainable parameters, ch
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -148,6 +149,23 @@ def test_generate_logprobs_match_sequence_logprobs(tiny_lm_path):
     policy.logprob_temperature = 1.0
     plain = policy.sequence_logprobs([out[0].prompt_ids], [out[0].token_ids])[0]
     assert not torch.allclose(plain.detach(), torch.tensor(out[0].logprobs), atol=1e-2)
+
+
+def test_sampling_logprobs_ignore_top_k_and_top_p_truncation(tiny_lm_path):
+    # The log-probs are recorded while generate runs, from the model's logits, before its
+    # top-k / top-p warpers: they must be those of the whole tempered distribution (what
+    # sequence_logprobs computes), not of the truncated one that was sampled from.
+    policy = HFPolicy(tiny_lm_path, trainable=True, seed=0)
+    sampling = SamplingParams(max_new_tokens=12, temperature=0.8, top_k=3, top_p=0.5, seed=9)
+    out = policy.generate(_convs(6), sampling)
+    policy.logprob_temperature = 0.8
+    recomputed = policy.sequence_logprobs([c.prompt_ids for c in out], [c.token_ids for c in out])
+    for c, lp in zip(out, recomputed):
+        assert len(c.logprobs) == len(c.token_ids) > 0
+        assert torch.allclose(lp.detach(), torch.tensor(c.logprobs), atol=ATOL)
+    # Truncation concentrates mass: the recorded values are far below log-probs renormalised
+    # over 3 tokens (the check can tell the two apart).
+    assert min(min(c.logprobs) for c in out) < math.log(1 / 3) - 0.5
 
 
 def test_left_padding_does_not_change_results(tiny_lm_path):
