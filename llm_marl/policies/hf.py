@@ -166,6 +166,38 @@ def _adapter_param_names(model: Any, adapter: str) -> list[str]:
     return names
 
 
+def _prefill_distinct_prompts(
+    base: Any, cache: Any, input_ids: torch.Tensor, attention: torch.Tensor
+) -> None:
+    """Fill ``cache`` with the prompts' keys and values, each distinct prompt encoded once.
+
+    A GRPO group samples its G completions from one prompt: ``generate`` would encode it G
+    times. Here the distinct (left-padded) prompts run through the backbone once, up to their
+    last column, and the cache rows are then gathered for the batch; ``generate`` finds the
+    cache filled and encodes only the last column of each row. Nothing is done when every row
+    has its own prompt, or the prompt is one token long.
+    """
+    import torch
+
+    batch, width = int(input_ids.shape[0]), int(input_ids.shape[1])
+    distinct, rows = _distinct_prompts(input_ids.tolist())
+    get_decoder = getattr(base, "get_decoder", None)
+    if len(distinct) == batch or width < 2 or not callable(get_decoder):
+        return
+    first_rows = [rows.index(k) for k in range(len(distinct))]
+    ids, mask = input_ids[first_rows, : width - 1], attention[first_rows, : width - 1]
+    decoder = get_decoder()
+    # Positions as generate numbers a left-padded prompt: real tokens only.
+    decoder(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+        use_cache=True,
+        **{cache_keyword(decoder): cache},
+    )
+    cache.batch_select_indices(torch.tensor(rows, device=input_ids.device))
+
+
 class _SampledTokenLogprobs:
     """A logits processor that keeps each sampled token's log-prob as ``generate`` runs.
 
@@ -252,10 +284,10 @@ class HFPolicy(ChatTokenPolicy):
     :meth:`generate` then samples there (same prompt ids, same completion cutting), training
     stays here, and :meth:`after_update` pushes the updated weights to the engine.
 
-    ``share_prompts`` (default ``True``): when rows of a :meth:`sequence_logprobs` call share
-    a prompt (the G completions of a GRPO group do; the update passes whole groups), each
-    distinct prompt is encoded once and its key/value cache serves its completions; ``False``
-    encodes each row whole.
+    ``share_prompts`` (default ``True``): when rows of a :meth:`generate` or
+    :meth:`sequence_logprobs` call share a prompt (the G completions of a GRPO group do; the
+    update passes whole groups), each distinct prompt is encoded once and its key/value cache
+    serves its rows; ``False`` encodes each row whole.
     """
 
     logprob_temperature: float = 1.0
@@ -542,6 +574,8 @@ class HFPolicy(ChatTokenPolicy):
                 # inference_mode, not no_grad: no autograd bookkeeping at all on each small
                 # op (nothing generated here is ever differentiated: it leaves as lists).
                 with torch.random.fork_rng(devices=devices), torch.inference_mode():
+                    if cache is not None and self.share_prompts:
+                        _prefill_distinct_prompts(base, cache, input_ids, attention)
                     torch.manual_seed(seed)
                     out = self.model.generate(
                         input_ids=input_ids,

@@ -131,3 +131,43 @@ def test_the_cache_keyword_follows_the_model():
     # Passing it back under that keyword continues the sequence.
     more = model(input_ids=torch.tensor([[8]]), use_cache=True, **{keyword: cache})
     assert output_cache(more).get_seq_length() == 4
+
+
+def test_a_shared_prompt_is_prefilled_once_with_the_same_samples(arch_path):
+    policy = HFPolicy(arch_path, seed=0)
+    # Three prompts, four completions each (a GRPO step), interleaved.
+    convs = [_conversations()[k] for k in (0, 1, 2) * 4]
+    seen: list[tuple[int, int]] = []
+    decoder = policy.model.get_decoder()
+    decoder.register_forward_pre_hook(
+        lambda _m, args, kwargs: seen.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
+    for sampling in (
+        SamplingParams(max_new_tokens=12, temperature=1.0, seed=4),
+        SamplingParams(max_new_tokens=12, temperature=0.0),
+    ):
+        seen.clear()
+        policy.share_prompts = True
+        shared = policy.generate(convs, sampling)
+        width = max(len(c.prompt_ids) for c in shared)
+        # The 3 distinct prompts up to their last column, then every row's last column.
+        assert seen[:2] == [(3, width - 1), (12, 1)]
+        seen.clear()
+        policy.share_prompts = False
+        plain = policy.generate(convs, sampling)
+        assert seen[0] == (12, width)  # the check can fail: unshared, every row is encoded
+        assert [c.token_ids for c in shared] == [c.token_ids for c in plain]
+        for a, b in zip(shared, plain):
+            torch.testing.assert_close(
+                torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-5, rtol=0
+            )
+
+
+def test_rows_with_their_own_prompts_are_not_prefilled(arch_path):
+    policy = HFPolicy(arch_path, seed=0)
+    seen: list[tuple[int, int]] = []
+    policy.model.get_decoder().register_forward_pre_hook(
+        lambda _m, args, kwargs: seen.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
+    out = policy.generate(_conversations(), SamplingParams(max_new_tokens=4, seed=1))
+    assert seen[0] == (5, max(len(c.prompt_ids) for c in out))
