@@ -43,10 +43,10 @@ def _both(policy: HFPolicy, sampling: SamplingParams, monkeypatch: pytest.Monkey
 @pytest.mark.parametrize(
     "sampling",
     [
-        SamplingParams(max_new_tokens=30, temperature=1.0, seed=11),
-        SamplingParams(max_new_tokens=30, temperature=0.7, top_p=0.9, top_k=50, seed=5),
-        SamplingParams(max_new_tokens=25, temperature=0.0),
-        SamplingParams(max_new_tokens=30, temperature=1.0, seed=2, stop=("e",)),
+        SamplingParams(max_new_tokens=16, temperature=1.0, seed=11),
+        SamplingParams(max_new_tokens=16, temperature=0.7, top_p=0.9, top_k=50, seed=5),
+        SamplingParams(max_new_tokens=16, temperature=0.0),
+        SamplingParams(max_new_tokens=16, temperature=1.0, seed=2, stop=("e",)),
     ],
     ids=["sample", "top-p-k", "greedy", "stop-string"],
 )

@@ -230,12 +230,17 @@ def test_one_forward_pass_per_micro_batch(algo_lm_path):
     cfg = PGConfig(lr=1e-3)
     opt, _ = make_optimizer(policy.parameters(), cfg)
     policy_gradient_update(policy, opt, samples, cfg)
-    # By default one pass per prompt group (3 prompts x 4 completions), each running the
-    # shared prompt once and then the completions: 3 x 2 backbone calls, never one per row.
+    # By default the 3 prompt groups (4 completions each) fit one pass: the 3 distinct prompts
+    # run once, then the 12 completions: 2 backbone calls, never one per row.
+    assert len(calls) == 2
+    # A token budget too small for two groups: one pass per group, 3 x 2 backbone calls.
+    calls.clear()
+    policy_gradient_update(policy, opt, samples, PGConfig(lr=1e-3, micro_batch_tokens=1))
     assert len(calls) == 6
+    # Without prompt sharing each pass runs its rows whole: one backbone call per pass.
     calls.clear()
     policy.share_prompts = False
-    policy_gradient_update(policy, opt, samples, cfg)
+    policy_gradient_update(policy, opt, samples, PGConfig(lr=1e-3, micro_batch_tokens=1))
     assert len(calls) == 3
     calls.clear()
     cfg = PGConfig(lr=1e-3, micro_batch_size=5)
