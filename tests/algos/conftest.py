@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import torch
-
-torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 
 class BigramPolicy:
