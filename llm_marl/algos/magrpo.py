@@ -23,7 +23,9 @@ rollout plays ``G`` episodes (:func:`llm_marl.rollout.collect` with ``group_size
   (:func:`~llm_marl.algos.advantages.tree_advantages`). Each agent's turn at each node of the
   tree is one sample whose prompt is that node's history. ``tree_depth`` caps the depth
   (CoMLRL's ``num_turns``) and ``early_stop`` leaves a sibling group unexpanded when its mean
-  reward is above it (CoMLRL's ``early_termination_threshold``).
+  reward is above it (CoMLRL's ``early_termination_threshold``). The ``toy-rounds`` preset
+  (:mod:`llm_marl.train.presets.magrpo`, with its measured figures) trains two tiny LMs this way
+  on CPU.
 * **Decentralised actors.** Each trainable agent keeps its own optimizer and is updated with the
   clipped policy-gradient loss on its own tokens
   (:func:`~llm_marl.algos.update.policy_gradient_update`, run by

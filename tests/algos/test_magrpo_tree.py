@@ -1,5 +1,6 @@
 """MAGRPO's tree mode: returns and sibling advantages on a hand-computed tree, the samples it
-trains on, one Trainer step with tiny LMs, and a learning measurement (slow)."""
+trains on, one Trainer step with tiny LMs. The learning measurement (slow) is
+``test_magrpo_tree_learning.py``."""
 
 from __future__ import annotations
 

@@ -13,32 +13,14 @@ from llm_marl.policies.base import Completion
 
 
 class RoundsCoordination(CoordinationEnv):
-    """coordination-v0 played for ``rounds`` steps: after each step both agents are told what
+    """coordination-v0 with ``num_rounds=rounds``: after each step both agents are told what
     their partner answered and play again. Each step earns coordination-v0's reward (0.2 per
     valid digit share, 0.8 when the digits add up to the target)."""
 
     metadata = {"name": "rounds_coordination-test"}
-    max_steps = 16
 
     def __init__(self, tasks: list[Task] | None = None, *, rounds: int = 2, **kwargs) -> None:
-        self.rounds = rounds
-        super().__init__(tasks, **kwargs)
-
-    def transition(self, actions: dict[str, str]) -> Transition:
-        result = super().transition(actions)
-        if self.step_count >= self.rounds:
-            return result
-        left, right = self.possible_agents
-        target = self.task["target"]
-        for agent, partner in ((left, right), (right, left)):
-            self.say(
-                agent,
-                f"Round {self.step_count + 1}: your partner answered {actions[partner]!r}. "
-                f"Target: {target}. Answer with one digit.",
-            )
-        self.set_active(self.possible_agents)
-        result.done, result.success = False, None
-        return result
+        super().__init__(tasks, num_rounds=rounds, **kwargs)
 
 
 def level(conversation: list[dict]) -> int:
@@ -48,7 +30,7 @@ def level(conversation: list[dict]) -> int:
 
 def partner_answer(conversation: list[dict]) -> str:
     """The partner's previous answer, read off the last feedback message."""
-    found = re.search(r"partner answered '([^']*)'", conversation[-1]["content"])
+    found = re.search(r"partner answered (\d|no valid digit)\.", conversation[-1]["content"])
     assert found, conversation[-1]["content"]
     return found.group(1)
 

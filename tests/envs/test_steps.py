@@ -82,6 +82,7 @@ def test_bad_constructor_caps_are_rejected(cap):
     ("env_id", "kwargs", "cap"),
     [
         ("coordination-v0", {}, 1),
+        ("coordination-v0", {"num_rounds": 3}, 3),
         ("referential-v0", {}, 2),
         ("math_single-v0", {}, 1),
         ("math_hint-v0", {}, 2),

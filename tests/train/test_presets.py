@@ -250,7 +250,7 @@ def test_every_agentpo_value_reaches_the_run(name):
 
 
 def test_no_preset_was_lost_or_added_silently():
-    added = ["magrpo-coop-humaneval-clipped", "magrpo-humaneval"]  # issue 12
+    added = ["magrpo-coop-humaneval-clipped", "magrpo-humaneval", "toy-rounds"]  # issue 12
     writing = ["magrpo-tldr", "magrpo-arxiv", "toy-tldr"]  # tests/envs/writing/test_presets.py
     assert [p.name for p in presets_for("magrpo")] == [*MAGRPO_EXAMPLE_PRESETS, *added, *writing]
     teams = ["agentpo-math-debate", "agentpo-math-roles"]  # tests/train/test_team_presets.py

@@ -32,6 +32,7 @@ ALGOS = ("magrpo", "agentpo", "matpo")
 WITHOUT_SPLIT = {
     ("magrpo", "toy-coordination"),
     ("magrpo", "toy-referential"),
+    ("magrpo", "toy-rounds"),
     ("magrpo", "generic"),
     ("agentpo", "toy-referential"),
     ("matpo", "toy-delegation"),
