@@ -11,9 +11,9 @@ baseline the mean over its siblings) must learn both targets that need no conven
 
 Measured with this preset (sampled evaluation, 96 episodes; one torch thread, CPU): team reward
 at steps 0 -> 40 -> 80, seed 0: 1.06 -> 1.92 -> 1.93; seed 1: 0.94 -> 1.79 -> 1.89; seed 2:
-0.85 -> 1.01 -> 1.94; seed 3: 0.91 -> 1.88 -> 1.93. This test: 1.06 -> 1.90, in 105 s with
-two torch threads and 64 s with one (conftest.py pins one) on a quiet 2-core machine. A
-broken learner fails the thresholds below, checked by hand on this test: with each agent's
+0.85 -> 1.01 -> 1.94; seed 3: 0.91 -> 1.88 -> 1.93. This test: 1.06 -> 1.90 in 105 s with
+two torch threads; with one (conftest.py pins one) 1.06 -> 1.94 in 54 s, on a quiet 2-core
+machine. A broken learner fails the thresholds below, checked by hand on this test: with each agent's
 advantages shuffled across its samples (same samples, same steps, no credit) it went
 1.06 -> 0.97, with lr 1e-9 1.06 -> 1.06.
 
