@@ -60,10 +60,9 @@ Chance level
     frozen team's own accuracy with an empty guide (compare with ``math_single-v0`` for one
     debater); the collaborator is worth what it adds to that.
 Datasets
-    As every math env: ``dataset=`` (``math500``, ``aime24``, ``amc23``, ``minerva_math``,
-    ``olympiadbench``, ``gsm8k``, ``math_level3to5``, a file or a Hugging Face id; default the
-    bundled 30-problem sample), ``split=``, ``limit=``, or ``tasks=[{"task_id", "problem",
-    "answer"}, ...]``. See :mod:`llm_marl.envs.math.datasets`.
+    As every math env (``dataset=``, ``split=``, ``limit=`` or ``tasks=``; default the bundled
+    30-problem sample): the benchmarks and files it reads are listed once, in
+    :mod:`llm_marl.envs.math.datasets`.
 Prompts
     ``prompts={...}`` with any of ``coordinator_system``, ``coordinator_user`` (``{problem}``),
     ``debater_system`` (``{persona}``), ``debater_user`` (``{problem}``, ``{guide}``),

@@ -53,10 +53,9 @@ Chance level
     at the frozen team's own accuracy (with the default persona, about that of
     ``math_single-v0`` per solver); the assigner is worth what its roles add to it.
 Datasets
-    As every math env: ``dataset=`` (``math500``, ``aime24``, ``amc23``, ``minerva_math``,
-    ``olympiadbench``, ``gsm8k``, ``math_level3to5``, a file or a Hugging Face id; default the
-    bundled 30-problem sample), ``split=``, ``limit=``, or ``tasks=[{"task_id", "problem",
-    "answer"}, ...]``. See :mod:`llm_marl.envs.math.datasets`.
+    As every math env (``dataset=``, ``split=``, ``limit=`` or ``tasks=``; default the bundled
+    30-problem sample): the benchmarks and files it reads are listed once, in
+    :mod:`llm_marl.envs.math.datasets`.
 Prompts
     ``prompts={...}`` with any of ``assigner_system`` (``{solvers}``: the number of solvers),
     ``assigner_user`` (``{problem}``, ``{solvers}``), ``solver_system`` (``{role}``),
