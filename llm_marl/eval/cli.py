@@ -19,6 +19,10 @@
     llm-marl eval --env coop_humaneval-v0 --agent helper=hf:H --agent main=hf:M \\
         --env-arg num_rounds=1 --episodes-out episodes.jsonl
 
+    # coding with expert edits between rounds (the expert is frozen, never scored)
+    llm-marl eval --helper hf:H --main hf:M --benchmarks coophumaneval --env-arg num_rounds=2 \\
+        --env-arg feedback=expert --expert openai:deepseek-coder@https://api.deepseek.com
+
 Policies are spec strings (:mod:`llm_marl.policies.factory`): ``hf:PATH[,adapter=DIR]``,
 ``openai:MODEL[@URL][,api_key_env=VAR]``, ``scripted:MODULE:FUNCTION``. ``--agent ROLE=SPEC``
 names any role; ``--actor``, ``--hint``, ``--critic``, ``--coordinator``, ``--assigner``,
@@ -40,7 +44,7 @@ from dataclasses import replace
 from typing import Any
 
 from llm_marl.errors import ConfigError
-from llm_marl.eval.coding import CODING
+from llm_marl.eval.coding import CODING, CodeExpert
 from llm_marl.eval.family import EnvFamily, Family, split_names
 from llm_marl.eval.math import MATH
 from llm_marl.eval.math_team import MATH_TEAM
@@ -48,7 +52,7 @@ from llm_marl.eval.metrics import check_k
 from llm_marl.eval.report import format_report
 from llm_marl.eval.writing import WRITING
 from llm_marl.policies.base import Policy, SamplingParams
-from llm_marl.policies.factory import SPEC_FORMS, build_policy
+from llm_marl.policies.factory import SPEC_FORMS, build_policy, parse_policy_spec
 from llm_marl.policies.quiet import quiet_transformers
 
 __all__ = ["FAMILIES", "main"]
@@ -106,6 +110,13 @@ def _parser() -> argparse.ArgumentParser:
     for role in dict.fromkeys(roles):
         owners = "/".join(f.name for f in FAMILIES.values() if role in f.roles)
         team.add_argument(f"--{role}", default=None, metavar="SPEC", help=f"the {role} ({owners})")
+    team.add_argument(
+        "--expert",
+        default=None,
+        metavar="SPEC",
+        help="coding: the frozen expert that reviews the team's program between rounds "
+        "(with --env-arg feedback=expert --env-arg num_rounds=N; never an agent)",
+    )
     team.add_argument("--device", default=None, help="device of hf: models (e.g. cuda)")
     team.add_argument("--dtype", default=None, help="dtype of hf: models (e.g. bfloat16)")
 
@@ -156,6 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     policies: dict[str, Policy] = {}
+    expert: Policy | None = None
     try:
         # Everything that can be checked is checked before any model is loaded.
         specs = _team(args)
@@ -166,9 +178,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         ks = _ints(args.k, "--k")
         check_k(ks, args.samples)
         env_kwargs = parse_env_args(args.env_arg)
+        _check_expert(args.expert, env_kwargs)
         with quiet_transformers():  # no "Loading weights" bars per model
             for role, spec in specs.items():
                 policies[role] = build_policy(spec, device=args.device, dtype=args.dtype)
+            if args.expert is not None:  # frozen, not a role: the env asks it between rounds
+                expert = build_policy(args.expert, device=args.device, dtype=args.dtype)
+                env_kwargs["expert"] = CodeExpert(expert)
         report = family.evaluate(
             policies,
             split_names(args.benchmarks),
@@ -185,7 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             episodes_path=args.episodes_out,
         )
     finally:
-        for policy in {id(p): p for p in policies.values()}.values():
+        opened = [*policies.values(), *([expert] if expert is not None else [])]
+        for policy in {id(p): p for p in opened}.values():
             close = getattr(policy, "close", None)
             if callable(close):
                 close()
@@ -217,6 +234,25 @@ def _team(args: argparse.Namespace) -> dict[str, str]:
             "--actor openai:gpt-4o-mini (math) or --coder hf:path/to/model (coding)"
         )
     return specs
+
+
+def _check_expert(spec: str | None, env_kwargs: dict[str, Any]) -> None:
+    """``--expert`` and ``--env-arg feedback=expert`` go together (checked before any model)."""
+    if "expert" in env_kwargs:
+        raise ConfigError("the expert is a policy: pass --expert SPEC, not --env-arg expert=...")
+    wants = env_kwargs.get("feedback") == "expert"
+    if spec is None and wants:
+        raise ConfigError(
+            "--env-arg feedback=expert needs an expert: pass --expert SPEC (hf:PATH, "
+            "openai:MODEL@URL, vllm:PATH or scripted:MODULE:FUNCTION)"
+        )
+    if spec is not None and not wants:
+        raise ConfigError(
+            f"--expert {spec} is never asked unless the coding env gives expert feedback: add "
+            "--env-arg feedback=expert --env-arg num_rounds=2 (or more), or drop --expert"
+        )
+    if spec is not None:
+        parse_policy_spec(spec)  # a malformed spec fails here, before any model is loaded
 
 
 def _family(name: str | None, env_ids: list[str], team: list[str]) -> Family:

@@ -75,7 +75,8 @@ class CodeExpert(FrozenJudge):
                                          "api_key_env=DEEPSEEK_API_KEY"))
         env = llm_marl.make("coop_humaneval-v0", num_rounds=2, feedback="expert", expert=expert)
 
-    In training: ``--trainer.env_kwargs.feedback expert --policies.expert SPEC``.
+    In training: ``--trainer.env_kwargs.feedback expert --policies.expert SPEC``; in
+    ``llm-marl eval``: ``--env-arg feedback=expert --expert SPEC``.
     """
 
     max_new_tokens = EXPERT_SAMPLING.max_new_tokens

@@ -48,6 +48,19 @@ def team(tmp_path, monkeypatch):
                     SEEN.append((self.name, sampling))
                     return [Completion(self.text) for _ in conversations]
 
+            EXPERT_ASKED = []
+
+            def expert(conv):
+                EXPERT_ASKED.append(conv[-1]["content"])
+                return 'Edits: {"main": "return the reference solution"}'
+
+            def reviser(conv):
+                # Wrong until an expert's edit is in the latest message, then right.
+                (task,) = [t for t in TASKS if t["prompt"].strip() in conv[0]["content"]]
+                if len(conv) > 1 and "expert" in conv[-1]["content"]:
+                    return task["prompt"] + task["canonical_solution"]
+                return task["prompt"] + "    return None\\n"
+
             ACTOR = Recorder("actor", "\\\\boxed{1}")
             HINT = Recorder("hint", "think")
             CODER = Recorder("coder", "no code")
@@ -95,6 +108,23 @@ def test_coding_family_end_to_end(team, tmp_path, capsys):
     assert main(["--env", "humaneval_single-v0", "--coder", "scripted:cli_team:coder",
                  "--limit", "2", "--env-arg", "sandbox=process", "--no-progress"]) == 0  # fmt: skip
     assert re.search(r"humaneval_single-v0\s+100\.0\s+2\s+0", capsys.readouterr().out)
+
+
+def test_coding_expert_reviews_the_program_between_rounds(team, tmp_path):
+    out = tmp_path / "report.json"
+    argv = ["--coder", "scripted:cli_team:reviser", "--benchmarks", "humaneval", "--limit", "2",
+            "--env-arg", "sandbox=process", "--env-arg", "num_rounds=2", "--output", str(out),
+            "--no-progress"]  # fmt: skip
+    expert = ["--env-arg", "feedback=expert", "--expert", "scripted:cli_team:expert"]
+    assert main([*argv, *expert]) == 0
+    report = json.loads(out.read_text())
+    assert report["benchmarks"]["humaneval"]["pass@1"] == 1.0
+    assert len(team.EXPERT_ASKED) == 2, "asked once per episode, after round 1"
+    assert all("reviewing code written by a single agent" in t for t in team.EXPERT_ASKED)
+    # The control: the same coder with the default (test-report) feedback never gets an edit.
+    assert main(argv) == 0
+    assert json.loads(out.read_text())["benchmarks"]["humaneval"]["pass@1"] == 0.0
+    assert len(team.EXPERT_ASKED) == 2
 
 
 def test_sampling_flags_reach_each_agent(team):
@@ -152,6 +182,22 @@ def test_any_env_with_its_own_config(team, capsys):
         (
             ["--coder", "scripted:cli_team:CODER", "--env-arg", "sandboxx=process"],
             "unknown arguments \\['sandboxx'\\]",
+        ),
+        (
+            ["--coder", "scripted:cli_team:CODER", "--expert", "scripted:cli_team:expert"],
+            "never asked unless the coding env gives expert feedback",
+        ),
+        (
+            ["--coder", "scripted:cli_team:CODER", "--env-arg", "feedback=expert"],
+            "needs an expert: pass --expert SPEC",
+        ),
+        (
+            ["--coder", "scripted:cli_team:CODER", "--env-arg", "feedback=expert", "--expert=x"],
+            "bad policy spec 'x'",
+        ),
+        (
+            ["--coder", "scripted:cli_team:CODER", "--env-arg", "expert=x"],
+            "pass --expert SPEC, not --env-arg expert",
         ),
         (
             ["--actor", "scripted:cli_team:ACTOR", "--datasets", "no_such_benchmark"],
