@@ -62,6 +62,7 @@ import os
 import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,22 @@ def _synchronize(device: str) -> None:
 
     if device.startswith("cuda"):
         torch.cuda.synchronize()
+
+
+def _timed(
+    fn: Callable[..., Any], spans: Spans, device: str, record: Callable[[Any], None]
+) -> Callable[..., Any]:
+    """``fn`` timed into ``spans`` (its GPU work included); ``record`` then reads what it
+    returned (outside the span, so that bookkeeping is not timed)."""
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        with spans:
+            out = fn(*args, **kwargs)
+            _synchronize(device)
+        record(out)
+        return out
+
+    return timed
 
 
 def _checkpointing(model: Any) -> bool:
@@ -171,18 +188,14 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
 
     lengths: list[list[int]] = []
     prompts: list[list[int]] = []
-    collect, rollout = algo.collect, Spans()
+    rollout = Spans()
 
-    def timed_collect(*a: Any, **k: Any) -> Any:
-        with rollout:
-            episodes = collect(*a, **k)
-            _synchronize(args.device)
+    def record(episodes: Any) -> None:
         turns = [t for ep in episodes for t in ep.trajectories["speaker"].turns]
         lengths.append([len(t.completion_ids) for t in turns])
         prompts.extend(list(t.prompt_ids) for t in turns)
-        return episodes
 
-    algo.collect = timed_collect  # type: ignore[method-assign]
+    algo.collect = _timed(algo.collect, rollout, args.device, record)
     step, optimizer_steps = Spans(), []
     for k in range(total):
         with step:
@@ -289,18 +302,16 @@ def run_trl(args: argparse.Namespace) -> dict[str, Any]:
 
     lengths: list[list[int]] = []
     prompts: list[list[int]] = []
-    generate, rollout = trainer._generate_and_score_completions, Spans()
+    rollout = Spans()
 
-    def timed_generate(*a: Any, **k: Any) -> Any:
-        with rollout:
-            out = generate(*a, **k)
-            _synchronize(args.device)
+    def record(out: Any) -> None:
         lengths.append(out["completion_mask"].sum(-1).tolist())
         for ids, mask in zip(out["prompt_ids"].tolist(), out["prompt_mask"].tolist()):
             prompts.append([t for t, m in zip(ids, mask) if m])
-        return out
 
-    trainer._generate_and_score_completions = timed_generate  # type: ignore[method-assign]
+    trainer._generate_and_score_completions = _timed(
+        trainer._generate_and_score_completions, rollout, args.device, record
+    )
     trainer.train()
     if trainer.state.global_step != total:
         raise RuntimeError(f"TRL made {trainer.state.global_step} steps, expected {total}")

@@ -105,16 +105,21 @@ def _state_for(model: Any) -> _SharedModelState:
         return state
 
 
-def _distinct_prompts(
-    prompt_ids: Sequence[Sequence[int]],
-) -> tuple[list[tuple[int, ...]], list[int]]:
-    """The distinct prompts in order of first appearance, and each row's index among them.
+def _distinct_prompts(prompt_ids: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+    """The first row of each distinct prompt (in order of first appearance), and each row's
+    index among the distinct prompts.
 
     The G completions of a GRPO task share their prompt: encoding it once serves all of them.
     """
     index: dict[tuple[int, ...], int] = {}
-    rows = [index.setdefault(tuple(p), len(index)) for p in prompt_ids]
-    return list(index), rows
+    first_rows: list[int] = []
+    rows = []
+    for row, prompt in enumerate(prompt_ids):
+        k = index.setdefault(tuple(prompt), len(index))
+        if k == len(first_rows):
+            first_rows.append(row)
+        rows.append(k)
+    return first_rows, rows
 
 
 def _existing_path_or_hub_id(model: str | os.PathLike[str]) -> str:
@@ -180,11 +185,10 @@ def _prefill_distinct_prompts(
     import torch
 
     batch, width = int(input_ids.shape[0]), int(input_ids.shape[1])
-    distinct, rows = _distinct_prompts(input_ids.tolist())
+    first_rows, rows = _distinct_prompts(input_ids.tolist())
     get_decoder = getattr(base, "get_decoder", None)
-    if len(distinct) == batch or width < 2 or not callable(get_decoder):
+    if len(first_rows) == batch or width < 2 or not callable(get_decoder):
         return
-    first_rows = [rows.index(k) for k in range(len(distinct))]
     ids, mask = input_ids[first_rows, : width - 1], attention[first_rows, : width - 1]
     decoder = get_decoder()
     # Positions as generate numbers a left-padded prompt: real tokens only.
@@ -684,13 +688,12 @@ class HFPolicy(ChatTokenPolicy):
             with ctx, grad:
                 split = split_lm_head(model, kwargs)
                 if split is not None:
-                    # Backbone once (the prompt once when the whole batch shares it), then the
-                    # LM head chunk by chunk on the scored positions only: no (batch,
-                    # completion_len, vocab) logits ever exist.
+                    # Backbone once (each distinct prompt once), then the LM head chunk by
+                    # chunk on the scored positions only: no (batch, completion_len, vocab)
+                    # logits ever exist.
                     hidden = None
-                    distinct, row_prompt = _distinct_prompts(prompt_ids)
-                    if self.share_prompts and len(distinct) < batch:
-                        first_rows = [row_prompt.index(k) for k in range(len(distinct))]
+                    first_rows, row_prompt = _distinct_prompts(prompt_ids)
+                    if self.share_prompts and len(first_rows) < batch:
                         hidden = split.shared_prompts_hidden(
                             ids[first_rows, :p_width],
                             mask[first_rows, :p_width],

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from llm_marl.checks import check_int
 from llm_marl.envs.base import Task, Transition
 from llm_marl.envs.toy.game import DigitGame
 from llm_marl.envs.toy.parsing import check_target, first_symbol
@@ -78,9 +79,7 @@ class CoordinationEnv(DigitGame):
         """``num_rounds``: rounds per episode, one step each, with the partner's answer shown
         between them (see the module docstring). The other arguments are
         :class:`~llm_marl.envs.toy.game.DigitGame`'s."""
-        if isinstance(num_rounds, bool) or not isinstance(num_rounds, int) or num_rounds < 1:
-            raise ValueError(f"num_rounds must be an int >= 1, got {num_rounds!r}")
-        self.num_rounds = num_rounds
+        self.num_rounds = check_int(num_rounds, "num_rounds")
         super().__init__(tasks, num_symbols=num_symbols, **kwargs)
         self.max_steps = num_rounds  # the natural length of an episode: one step per round
 
