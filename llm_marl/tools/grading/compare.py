@@ -16,6 +16,9 @@ Structure rules
   ``other = value``; a list of assignments is matched by name;
 * equations and inequalities are equivalent when the differences of their sides are proportional
   (``y = 2x + 3`` vs ``2x - y + 3 = 0``; ``k \\ge 2`` vs ``2 \\le k``);
+* an inequality in one variable is also the interval it describes: ``x \\le 2`` is
+  ``(-\\infty, 2]``, ``1 \\le x < 3`` is ``[1, 3)``, and ``x < 1`` or ``x > 2`` is
+  ``(-\\infty, 1) \\cup (2, \\infty)`` (the bounds must not contain the variable);
 * percentages are read both ways: ``50%`` matches ``50`` and ``0.5``;
 * text is compared case-insensitively, multiple-choice letters by letter.
 """
@@ -321,6 +324,44 @@ def _compare_relations(p: tuple, r: tuple, be: Backend) -> bool | None:
     return False
 
 
+_INFINITY = ("const", "inf")
+_OPEN = {"<": "(", "<=": "["}  # the bracket on the side of a bound, by the operator there
+
+
+def _interval_of(ops: tuple[str, ...], sides: tuple[tuple, ...]) -> tuple | None:
+    """The interval ``("seq", open, close, (low, high))`` a one-variable inequality describes
+    (``x <= 2``, ``2 > x``, ``1 <= x < 3``, ``3 > x >= 1``), or None if it is not one."""
+    if ops and all(o in (">", ">=") for o in ops):
+        ops, sides = tuple(_flip(o) for o in reversed(ops)), tuple(reversed(sides))
+    if not 1 <= len(ops) <= 2 or not all(o in _OPEN for o in ops):
+        return None
+    # Now every operator is "<" or "<=": "x < b", "a < x" or "a < x < b".
+    if len(ops) == 2:
+        low: tuple | None = sides[0]
+        x, high = sides[1], sides[2]
+    elif sides[0][0] == "sym":
+        low, x, high = None, sides[0], sides[1]
+    else:
+        low, x, high = sides[0], sides[1], None
+    if x[0] != "sym" or any(b is not None and x[1] in free_symbols(b) for b in (low, high)):
+        return None
+    opening = "(" if low is None else _OPEN[ops[0]]
+    closing = ")" if high is None else ("]" if ops[-1] == "<=" else ")")
+    return ("seq", opening, closing, (low or ("neg", _INFINITY), high or _INFINITY))
+
+
+def _as_intervals(node: tuple) -> tuple | None:
+    """An inequality (or a list of them, read as their union) as intervals; None otherwise."""
+    if node[0] == "rel":
+        return _interval_of(node[1], node[2])
+    if node[0] == "list" and node[1] and all(item[0] == "rel" for item in node[1]):
+        parts = [_interval_of(item[1], item[2]) for item in node[1]]
+        if any(part is None for part in parts):
+            return None
+        return ("union", tuple(parts))
+    return None
+
+
 def _assign_as_relation(node: tuple) -> tuple | None:
     """``y = 2x + 3`` as the equation it also is (None if the name is not an expression)."""
     if node[2][0] not in _EXPR_TAGS:
@@ -415,6 +456,12 @@ def compare_answers(p: tuple, r: tuple, be: Backend, depth: int = 0) -> bool | N
         return _ordered(ps, rs, be, depth)
     if tp == "rel" and tr == "rel":
         return _compare_relations(p, r, be)
+    if {tp, tr} & {"seq", "union"} and {tp, tr} & {"rel", "list"}:
+        # "x <= 2" against "(-\\infty, 2]": compare the intervals
+        p_iv = _as_intervals(p) if tp in ("rel", "list") else p
+        r_iv = _as_intervals(r) if tr in ("rel", "list") else r
+        if p_iv is not None and r_iv is not None:
+            return compare_answers(p_iv, r_iv, be, depth + 1)
     if tp in _EXPR_TAGS and tr in _EXPR_TAGS:
         return _combine_any([be.equal(a, b) for a in _readings(p) for b in _readings(r)])
     return False  # different kinds of answer: a tuple is not a number, a set is not an equation

@@ -102,7 +102,9 @@ def _after_marker(text: str) -> str | None:
         last = m
     if last is None:
         return None
-    rest = text[last.end() :].lstrip(" \t:")
+    # Markdown emphasis around the marker or the answer ("**Answer:** 12", "is **12**.")
+    # is presentation: stars are dropped at both ends.
+    rest = text[last.end() :].lstrip(" \t:*")
     line = rest.split("\n", 1)[0].strip()
     if not line and "\n" in rest:
         # "Final Answer:\n42": the answer is on the next non-empty line.
@@ -117,7 +119,7 @@ def _after_marker(text: str) -> str | None:
         line = inner[:close] if close >= 0 else inner
     else:
         line = _TRAILING_SENTENCE_RE.sub("", line)
-    line = line.strip().rstrip(".").strip()
+    line = line.strip(" \t*").rstrip(".").strip(" \t*")
     boxed = last_boxed(line)
     if boxed is not None:
         return boxed

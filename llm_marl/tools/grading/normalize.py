@@ -12,6 +12,8 @@ small, regular subset of LaTeX. It removes presentation only and never changes a
 * units and decorations: ``\\text{ cm}``, ``\\mbox{ inches}^2``, trailing unit words
   ("5 cents", "45 minutes", "12 square units"), degree signs (``^\\circ``, ``°``), currency
   (``\\$``);
+* repeating decimals -> the exact fraction they denote: ``0.\\overline{3}`` -> ``\\frac{1}{3}``,
+  ``1.1\\overline{6}`` -> ``\\frac{7}{6}`` (``\\bar`` as well; at most 40 digits, or the text stays);
 * ``\\text{...}`` wrappers (the words are kept), ``\\%`` -> ``%``, ``.5`` -> ``0.5``,
   ``27.0`` -> ``27``, trailing full stops, a leading ``x \\in``;
 * a single ``name = value`` (``x = 3``, ``f(x) = 2x``, ``k=n+1``) -> ``value``.
@@ -22,6 +24,7 @@ tokens (``a b`` stays a product, ``\\pi r`` stays ``\\pi`` times ``r``).
 
 from __future__ import annotations
 
+import math
 import re
 
 from .brackets import split_top_level
@@ -90,6 +93,13 @@ _TRAILING_WORD_UNIT_RE = re.compile(
 _THOUSANDS_FULL_RE = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _IN_PREFIX_RE = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*\\in\s*")
 _SPACE_RE = re.compile(r"\s+")
+# "0.\overline{3}", "1.1\bar{6}", ".\overline{45}": integer part, the digits after the point
+# that do not repeat, then the repeating block.
+_REPEATING_RE = re.compile(
+    r"(?<![\d.])(\d*)\.(\d*)\s*\\(?:overline|bar)\s*(?:\{\s*(\d+)\s*\}|(\d))"
+)
+_MAX_REPEATING_DIGITS = 40
+"""Longer repeating decimals are left as written (the fraction's size grows with the digits)."""
 
 # The left-hand side of "name = value": a letter or command (\alpha, \angle ABC), with an
 # optional subscript, an optional prime and an optional argument list: x, a_1, m_{\max}, f(x),
@@ -219,6 +229,22 @@ def _strip_units(s: str) -> str:
     return s
 
 
+def _repeating_to_fraction(match: re.Match[str]) -> str:
+    """``I.A\\overline{R}`` -> the fraction it denotes, in lowest terms (``0.1\\overline{6}``:
+    ``(16 - 1) / 90 = 1/6``)."""
+    whole, fixed, block = match.group(1), match.group(2), match.group(3) or match.group(4)
+    if len(whole) + len(fixed) + len(block) > _MAX_REPEATING_DIGITS:
+        return match.group(0)
+    # I.A(R) = I + (AR - A) / (10^len(A) * (10^len(R) - 1)), with "" read as 0.
+    denominator = 10 ** len(fixed) * (10 ** len(block) - 1)
+    numerator = int(whole or "0") * denominator + int(fixed + block) - int(fixed or "0")
+    divisor = math.gcd(numerator, denominator)
+    numerator, denominator = numerator // divisor, denominator // divisor
+    if denominator == 1:
+        return str(numerator)
+    return f"\\frac{{{numerator}}}{{{denominator}}}"
+
+
 def _unwrap_text(s: str) -> str:
     """``\\text{(B)}`` -> ``(B)``; ``2\\text{ or }3`` -> ``2,3``; font commands dropped."""
     s = re.sub(r"\\(?:text|mbox|textrm|mathrm)\s*\{\s*(?:or|and)\s*\}", ",", s)
@@ -326,6 +352,7 @@ def canonical_form(s: str | float | int | None) -> str:
     s = re.sub(r"\\(?:infinity|inf)(?![A-Za-z])|\binfinity\b", r"\\infty", s)
     s = re.sub(r"\bnp\.", "", s)  # numpy-style references: np.arcsin(...)
     s = _brace_tex_args(s)
+    s = _REPEATING_RE.sub(_repeating_to_fraction, s)
     s = _IN_PREFIX_RE.sub("", s.strip())
     s = s.strip()
     s = re.sub(r"\s+(?:and|or)\s+", ",", s)
@@ -340,5 +367,5 @@ def canonical_form(s: str | float | int | None) -> str:
     s = s.replace(",", ", ")
     s = re.sub(r"(?<![\d.])\.(\d)", r"0.\1", s)  # .5 -> 0.5
     s = re.sub(r"(\d)\.0+(?![\d.e])", r"\1", s)  # 27.0 -> 27
-    s = re.sub(r"(\d)\.(?!\d)", r"\1", s)  # "3." -> "3"
+    s = re.sub(r"(\d)\.(?!\d|\\overline|\\bar)", r"\1", s)  # "3." -> "3"
     return s
