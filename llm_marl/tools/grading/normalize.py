@@ -16,7 +16,9 @@ small, regular subset of LaTeX. It removes presentation only and never changes a
   ``1.1\\overline{6}`` -> ``\\frac{7}{6}`` (``\\bar`` as well; at most 40 digits, or the text stays);
 * ``\\text{...}`` wrappers (the words are kept), ``\\%`` -> ``%``, ``.5`` -> ``0.5``,
   ``27.0`` -> ``27``, trailing full stops, a leading ``x \\in``;
-* a single ``name = value`` (``x = 3``, ``f(x) = 2x``, ``k=n+1``) -> ``value``.
+* vector brackets ``\\langle 1, 2 \\rangle`` -> ``(1, 2)``; the whole answer ``\\mathbb{R}`` or
+  "all real numbers" -> ``(-\\infty, \\infty)``;
+* a single ``name = value`` (``x = 3``, ``f(x) = 2x``, ``f^{-1}(x) = x/2``, ``k=n+1``) -> ``value``.
 
 Whitespace is removed except between two letters or after a command word, where it separates
 tokens (``a b`` stays a product, ``\\pi r`` stays ``\\pi`` times ``r``).
@@ -93,6 +95,11 @@ _TRAILING_WORD_UNIT_RE = re.compile(
 _THOUSANDS_FULL_RE = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _IN_PREFIX_RE = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*\\in\s*")
 _SPACE_RE = re.compile(r"\s+")
+# The whole answer "all real numbers": the interval (-\infty, \infty).
+_REAL_LINE_RE = re.compile(
+    r"\\mathbb\s*\{?\s*R\s*\}?|\\R|(?:the\s+)?(?:set\s+of\s+)?all\s+real\s+numbers",
+    re.IGNORECASE,
+)
 # "0.\overline{3}", "1.1\bar{6}", ".\overline{45}": integer part, the digits after the point
 # that do not repeat, then the repeating block.
 _REPEATING_RE = re.compile(
@@ -106,7 +113,7 @@ _MAX_REPEATING_DIGITS = 40
 # \angle BEA_{1}, N(n).
 LABEL_RE = re.compile(
     r"^(?:[A-Za-z]|\\[A-Za-z]+)(?:\s*[A-Za-z])*"
-    r"(?:_\{[^{}]*\}|_[A-Za-z0-9])?(?:'+|\^\{?\\prime\}?)?"
+    r"(?:_\{[^{}]*\}|_[A-Za-z0-9])?(?:'+|\^\{?\\prime\}?|\^\{-1\}|\^-1)?"
     r"(?:\([^()]*\))?$"
 )
 _MATH_WORDS = {
@@ -327,6 +334,7 @@ def canonical_form(s: str | float | int | None) -> str:
         if inner is not None:
             s = _strip_delimiters(inner)
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    s = s.replace("\\langle", "(").replace("\\rangle", ")")  # vectors: <1, 2> is (1, 2)
     s = s.replace("\\dbinom", "\\binom").replace("\\tbinom", "\\binom")
     s = re.sub(r"\\(?:left|right)\s*[.]", "", s)
     s = _SIZING_RE.sub("", s)
@@ -355,6 +363,8 @@ def canonical_form(s: str | float | int | None) -> str:
     s = _REPEATING_RE.sub(_repeating_to_fraction, s)
     s = _IN_PREFIX_RE.sub("", s.strip())
     s = s.strip()
+    if _REAL_LINE_RE.fullmatch(s):
+        s = "(-\\infty, \\infty)"
     s = re.sub(r"\s+(?:and|or)\s+", ",", s)
     s = s.rstrip(" .;,")
     s = s.lstrip(" ")

@@ -152,6 +152,15 @@ EQUIVALENT = [
     (r"\frac{e^{t}-e^{-t}}{2}", r"\sinh t", "hyperbolic sine"),
     (r"\sqrt{2} \cos (2 t-\pi / 4)", r"\cos 2t + \sin 2t", "trig sum (Minerva style)"),
     # multiple choice and text
+    (r"\langle 1, -2 \rangle", "(1, -2)", "angle-bracket vector vs tuple"),
+    (
+        r"\left\langle 3, \frac12 \right\rangle",
+        r"\begin{pmatrix} 3 \\ 0.5 \end{pmatrix}",
+        "vector forms",
+    ),
+    (r"f^{-1}(x) = \frac{x-3}{2}", r"\frac{x-3}{2}", "inverse-function label"),
+    (r"x \in \mathbb{R}", r"(-\infty, \infty)", "the real line as a set"),
+    (r"\text{all real numbers}", r"(-\infty,\infty)", "the real line in words"),
     # inequalities as the intervals they describe
     (r"x \le 2", r"(-\infty, 2]", "inequality vs interval"),
     (r"(-\infty, 2]", r"x\leq 2", "interval vs inequality reference"),
@@ -236,6 +245,9 @@ NOT_EQUIVALENT = [
     ("5x - 7y + 11z + 4 = 0", "5x - 7y + 11z - 4 = 0", "parallel planes"),
     (r"k \geq 2", "k > 2", "strict vs non-strict inequality"),
     (r"x < 2", r"(-\infty, 2]", "strict inequality vs closed end"),
+    (r"\langle 1, 2 \rangle", "(2, 1)", "vector entries swapped"),
+    (r"\mathbb{R}", r"(0, \infty)", "the real line is not the positive reals"),
+    (r"\mathbb{R}^2", r"(-\infty, \infty)", "the plane is not the line"),
     (r"1 < x < 3", "[1, 3)", "chain with the wrong closed end"),
     (r"x > -1", r"[-1, \infty)", "strict lower bound vs closed end"),
     (r"x < 1 \text{ or } x > 3", r"(-\infty, 1) \cup (2, \infty)", "one bound of a union differs"),
