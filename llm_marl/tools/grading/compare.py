@@ -14,6 +14,8 @@ Structure rules
 * unions of intervals are unordered;
 * ``name = value`` equals ``value`` and any ``name = value'`` with an equivalent value, but not
   ``other = value``; a list of assignments is matched by name;
+* assignments to consecutive letters are also the point they name, in alphabetical order:
+  ``x = 2, y = 3`` is ``(2, 3)``, ``a = 1, b = 0, c = 4`` is ``(1, 0, 4)``;
 * equations and inequalities are equivalent when the differences of their sides are proportional
   (``y = 2x + 3`` vs ``2x - y + 3 = 0``; ``k \\ge 2`` vs ``2 \\le k``);
 * an inequality in one variable is also the interval it describes: ``x \\le 2`` is
@@ -362,6 +364,20 @@ def _as_intervals(node: tuple) -> tuple | None:
     return None
 
 
+def _assignments_as_point(node: tuple) -> tuple | None:
+    """``x = 2, y = 3`` as the point ``(2, 3)``: a list of assignments to distinct consecutive
+    letters (``x, y``; ``a, b, c``), valued in alphabetical order; None otherwise."""
+    if node[0] != "list" or len(node[1]) < 2 or any(item[0] != "assign" for item in node[1]):
+        return None
+    by_name = {item[1]: item[2] for item in node[1]}
+    names = sorted(by_name)
+    if len(names) != len(node[1]) or any(len(n) != 1 or not n.isalpha() for n in names):
+        return None
+    if any(ord(b) - ord(a) != 1 for a, b in zip(names, names[1:])):
+        return None  # "x = 1, a = 2": no conventional order
+    return ("seq", "(", ")", tuple(by_name[n] for n in names))
+
+
 def _assign_as_relation(node: tuple) -> tuple | None:
     """``y = 2x + 3`` as the equation it also is (None if the name is not an expression)."""
     if node[2][0] not in _EXPR_TAGS:
@@ -456,6 +472,12 @@ def compare_answers(p: tuple, r: tuple, be: Backend, depth: int = 0) -> bool | N
         return _ordered(ps, rs, be, depth)
     if tp == "rel" and tr == "rel":
         return _compare_relations(p, r, be)
+    if (tp, tr) in (("seq", "list"), ("list", "seq")):
+        # "x = 2, y = 3" against "(2, 3)": compare the point the assignments name
+        point = _assignments_as_point(p if tp == "list" else r)
+        if point is not None:
+            pair = (point, r) if tp == "list" else (p, point)
+            return compare_answers(*pair, be, depth + 1)
     if {tp, tr} & {"seq", "union"} and {tp, tr} & {"rel", "list"}:
         # "x <= 2" against "(-\\infty, 2]": compare the intervals
         p_iv = _as_intervals(p) if tp in ("rel", "list") else p
