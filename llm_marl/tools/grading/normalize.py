@@ -85,7 +85,7 @@ _UNIT_WORDS = sorted([
     "dollars", "cent", "cents", "gram", "grams", "kilogram", "kilograms", "kg", "lb", "lbs",
     "pound", "pounds", "ounce", "ounces", "oz", "liter", "liters", "litre", "litres", "ml",
     "gallon", "gallons", "cup", "cups", "ways", "people", "persons", "students", "times", "hz",
-    "ev", "amu",
+    "ev", "amu", "km/h", "km/hr", "mi/h", "mi/hr", "m/s", "cm/s", "km/s", "ft/s", "m/min",
 ], key=len, reverse=True)  # longest first: "inches" before "inch"
 # fmt: on
 _TRAILING_WORD_UNIT_RE = re.compile(

@@ -416,6 +416,8 @@ def test_last_boxed_ignores_truncated_box():
         (".5", "0.5"),
         ("5.", "5"),
         (r"50\%", "50%"),
+        ("50 km/h", "50"),
+        ("9.8 m/s^2", "9.8"),
         (r"0.\overline{3}", r"\frac{1}{3}"),
         (r"2.1\overline{6}", r"\frac{13}{6}"),
         (r".\overline{45}", r"\frac{5}{11}"),
