@@ -151,7 +151,7 @@ EQUIVALENT = [
     (r"\cot x", r"\frac{\cos x}{\sin x}", "cotangent"),
     (r"\frac{e^{t}-e^{-t}}{2}", r"\sinh t", "hyperbolic sine"),
     (r"\sqrt{2} \cos (2 t-\pi / 4)", r"\cos 2t + \sin 2t", "trig sum (Minerva style)"),
-    # multiple choice and text
+    # vectors, points and the real line
     (r"\langle 1, -2 \rangle", "(1, -2)", "angle-bracket vector vs tuple"),
     (
         r"\left\langle 3, \frac12 \right\rangle",
@@ -171,6 +171,7 @@ EQUIVALENT = [
     (r"3 > x \geq 1", "[1, 3)", "reversed chain"),
     (r"2 \le t", r"[2, \infty)", "variable on the right"),
     (r"x < -1 \text{ or } x > 2", r"(-\infty, -1) \cup (2, \infty)", "two inequalities vs a union"),
+    # multiple choice and text
     (r"\text{(B)}", "B", "multiple-choice letter in text vs bare"),
     ("B", "(B)", "bare letter vs parenthesised reference"),
     (r"\textbf{(C)}", r"\text{(C)}", "bold choice"),
@@ -233,6 +234,9 @@ NOT_EQUIVALENT = [
     (r"(3, \frac{\pi}{2})", r"(3, \frac{\pi}{3})", "one tuple entry different"),
     (r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", "(2, 1)", "vector entries out of order"),
     ("a=2, b=3", "a=3, b=2", "assignments swapped"),
+    (r"\langle 1, 2 \rangle", "(2, 1)", "vector entries swapped"),
+    (r"\mathbb{R}", r"(0, \infty)", "the real line is not the positive reals"),
+    (r"\mathbb{R}^2", r"(-\infty, \infty)", "the plane is not the line"),
     # expressions
     ("x^2+2x+1", "(x-1)^2", "sign inside a square"),
     ("2x", "x", "missing coefficient"),
@@ -251,9 +255,6 @@ NOT_EQUIVALENT = [
     ("x = 3, y = 2", "(2, 3)", "assigned values swapped"),
     ("x = 1, a = 2", "(2, 1)", "assignments to letters with no conventional order"),
     ("x = 2, y = 3", "[2, 3]", "assignments are a point, not an interval"),
-    (r"\langle 1, 2 \rangle", "(2, 1)", "vector entries swapped"),
-    (r"\mathbb{R}", r"(0, \infty)", "the real line is not the positive reals"),
-    (r"\mathbb{R}^2", r"(-\infty, \infty)", "the plane is not the line"),
     (r"1 < x < 3", "[1, 3)", "chain with the wrong closed end"),
     (r"x > -1", r"[-1, \infty)", "strict lower bound vs closed end"),
     (r"x < 1 \text{ or } x > 3", r"(-\infty, 1) \cup (2, \infty)", "one bound of a union differs"),
