@@ -378,6 +378,11 @@ def _assignments_as_point(node: tuple) -> tuple | None:
     return ("seq", "(", ")", tuple(by_name[n] for n in names))
 
 
+def _as_point_or_intervals(node: tuple) -> tuple | None:
+    """The point a list of assignments names, or the intervals inequalities describe."""
+    return _assignments_as_point(node) or _as_intervals(node)
+
+
 def _assign_as_relation(node: tuple) -> tuple | None:
     """``y = 2x + 3`` as the equation it also is (None if the name is not an expression)."""
     if node[2][0] not in _EXPR_TAGS:
@@ -472,18 +477,13 @@ def compare_answers(p: tuple, r: tuple, be: Backend, depth: int = 0) -> bool | N
         return _ordered(ps, rs, be, depth)
     if tp == "rel" and tr == "rel":
         return _compare_relations(p, r, be)
-    if (tp, tr) in (("seq", "list"), ("list", "seq")):
-        # "x = 2, y = 3" against "(2, 3)": compare the point the assignments name
-        point = _assignments_as_point(p if tp == "list" else r)
-        if point is not None:
-            pair = (point, r) if tp == "list" else (p, point)
-            return compare_answers(*pair, be, depth + 1)
     if {tp, tr} & {"seq", "union"} and {tp, tr} & {"rel", "list"}:
-        # "x <= 2" against "(-\\infty, 2]": compare the intervals
-        p_iv = _as_intervals(p) if tp in ("rel", "list") else p
-        r_iv = _as_intervals(r) if tr in ("rel", "list") else r
-        if p_iv is not None and r_iv is not None:
-            return compare_answers(p_iv, r_iv, be, depth + 1)
+        # "x = 2, y = 3" against "(2, 3)", "x <= 2" against "(-\\infty, 2]": compare the point
+        # or the intervals the assignments or inequalities name
+        p_set = _as_point_or_intervals(p) if tp in ("rel", "list") else p
+        r_set = _as_point_or_intervals(r) if tr in ("rel", "list") else r
+        if p_set is not None and r_set is not None:
+            return compare_answers(p_set, r_set, be, depth + 1)
     if tp in _EXPR_TAGS and tr in _EXPR_TAGS:
         return _combine_any([be.equal(a, b) for a in _readings(p) for b in _readings(r)])
     return False  # different kinds of answer: a tuple is not a number, a set is not an equation

@@ -26,8 +26,8 @@ tokens (``a b`` stays a product, ``\\pi r`` stays ``\\pi`` times ``r``).
 
 from __future__ import annotations
 
-import math
 import re
+from fractions import Fraction
 
 from .brackets import split_top_level
 
@@ -97,8 +97,7 @@ _IN_PREFIX_RE = re.compile(r"^[A-Za-z](?:_\{?\w+\}?)?\s*\\in\s*")
 _SPACE_RE = re.compile(r"\s+")
 # The whole answer "all real numbers": the interval (-\infty, \infty).
 _REAL_LINE_RE = re.compile(
-    r"\\mathbb\s*\{?\s*R\s*\}?|\\R|(?:the\s+)?(?:set\s+of\s+)?all\s+real\s+numbers",
-    re.IGNORECASE,
+    r"\\mathbb\s*\{?\s*R\s*\}?|\\R|(?i:(?:the\s+)?(?:set\s+of\s+)?all\s+real\s+numbers)"
 )
 # "0.\overline{3}", "1.1\bar{6}", ".\overline{45}": integer part, the digits after the point
 # that do not repeat, then the repeating block.
@@ -243,13 +242,12 @@ def _repeating_to_fraction(match: re.Match[str]) -> str:
     if len(whole) + len(fixed) + len(block) > _MAX_REPEATING_DIGITS:
         return match.group(0)
     # I.A(R) = I + (AR - A) / (10^len(A) * (10^len(R) - 1)), with "" read as 0.
-    denominator = 10 ** len(fixed) * (10 ** len(block) - 1)
-    numerator = int(whole or "0") * denominator + int(fixed + block) - int(fixed or "0")
-    divisor = math.gcd(numerator, denominator)
-    numerator, denominator = numerator // divisor, denominator // divisor
-    if denominator == 1:
-        return str(numerator)
-    return f"\\frac{{{numerator}}}{{{denominator}}}"
+    value = int(whole or "0") + Fraction(
+        int(fixed + block) - int(fixed or "0"), 10 ** len(fixed) * (10 ** len(block) - 1)
+    )
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
 
 
 def _unwrap_text(s: str) -> str:
