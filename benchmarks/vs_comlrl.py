@@ -40,6 +40,13 @@ written on had a load of 8. Use ``--threads 2`` (or more) on a quiet machine.
 time: with one thread per side the two agree on a quiet machine, and CPU time hardly moves when
 other jobs share the cores (it still rises somewhat, through shared caches).
 
+``--device cuda`` puts both sides' models on the GPU (CoMLRL: ``agent_devices``; ours:
+``HFPolicy(device=...)``), still in the checkpoint's float32, and waits for the GPU
+(``torch.cuda.synchronize``) before every span ends, so that queued kernels are counted where they
+were launched. Use the wall clock there: CPU time does not see the GPU's work. One interpreter
+can serve both sides when ``comlrl`` installs beside llm_marl's dependencies (it did with
+transformers 5.24 and torch 2.11 on an H100): ``--comlrl-python "$(command -v python3)"``.
+
 Set-up (CoMLRL gets its own venv; pin torch, or pip pulls a multi-GB CUDA build)::
 
     python3 -m venv /work/bench-comlrl/.venv
@@ -61,6 +68,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -103,6 +111,14 @@ def team_reward(left: str, right: str) -> float:
     """The joint reward both sides compute: the share of letters in the two completions."""
     text = left + right
     return sum(ch.isalpha() for ch in text) / max(len(text), 1)
+
+
+def _synchronize(device: str) -> None:
+    """Wait for the GPU's queued work, so that a span ends when its kernels do (no-op on CPU)."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
 
 
 # ------------------------------------------------------------------------------- CoMLRL worker
@@ -153,8 +169,10 @@ def run_comlrl(args: argparse.Namespace) -> dict[str, Any]:
         def _drain_ready_buffers(self, ready_agents: list[int]) -> None:
             if not ready_agents:
                 return super()._drain_ready_buffers(ready_agents)
+            _synchronize(args.device)
             t0, c0 = now()
             super()._drain_ready_buffers(ready_agents)
+            _synchronize(args.device)
             t1, c1 = now()
             record["update"].append(t1 - t0)
             record["update_cpu"].append(c1 - c0)
@@ -181,6 +199,7 @@ def run_comlrl(args: argparse.Namespace) -> dict[str, Any]:
         train_batch_size=1 if warmup else n,
         advantage_normalization=True,
         advantage_mode="mean",
+        agent_devices=args.device,
     )
     trainer = TimedTrainer(
         agents=[args.model, args.model],
@@ -248,7 +267,7 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
 
     with quiet_transformers():
         policies = {
-            a: HFPolicy(args.model, trainable=True, name=a, seed=args.seed)
+            a: HFPolicy(args.model, trainable=True, name=a, seed=args.seed, device=args.device)
             for a in PromptEnv.possible_agents
         }
     algo = MAGRPO(
@@ -303,14 +322,18 @@ def run_ours(args: argparse.Namespace) -> dict[str, Any]:
     update, update_spans = algo.update, Spans()
 
     def timed_update(*a: Any, **k: Any) -> Any:
+        _synchronize(args.device)
         with update_spans:
-            return update(*a, **k)
+            result = update(*a, **k)
+            _synchronize(args.device)
+        return result
 
     algo.update = timed_update  # type: ignore[method-assign]
     step_spans = Spans()
     for step in range(warmup + args.steps):
         with step_spans:
             trainer.train_step(step)
+            _synchronize(args.device)
     model = policies["left"].model
     return {
         "step": step_spans.wall[warmup:],
@@ -358,6 +381,8 @@ def _run_worker(python: str, side: str, model: str, n: int, args: argparse.Names
         str(args.threads),
         "--seed",
         str(args.seed),
+        "--device",
+        args.device,
     ]
     return run_worker_process(
         python, Path(__file__).resolve(), argv, side=side, llm_marl_on_path=side == "ours"
@@ -384,6 +409,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--lr", type=float, default=1e-5)
     p.add_argument("--threads", type=int, default=1, help="torch threads of each side")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="where both sides' models run: cpu or cuda[:i]")
     add_clock_argument(p)
     p.add_argument("--model-dir", default=None, help="where the tiny models are built")
     p.add_argument("--worker", choices=["ours", "comlrl"], help=argparse.SUPPRESS)
@@ -393,6 +419,13 @@ def main(argv: list[str] | None = None) -> dict:
         args.prompts_per_step = args.prompts_per_step[0]
         _worker_main(args)
         return {}
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", args.device):
+        p.error(f"--device must be cpu, cuda or cuda:N, not {args.device!r}")
+    if args.device != "cpu":
+        import torch
+
+        if not torch.cuda.is_available():
+            p.error(f"--device {args.device}: torch sees no CUDA device here")
     if args.warmup + max(args.prompts_per_step) * args.steps > len(PROMPTS):
         p.error(f"warmup + prompts per step x steps must be <= {len(PROMPTS)}")
     if not Path(args.comlrl_python).exists():
@@ -428,7 +461,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(
             f"\n{model}: {first['ours']['params']:,} parameters ({first['ours']['dtype']}), "
             f"2 agents, G={args.group_size}, {args.max_new_tokens} new tokens, "
-            f"{args.threads} threads, {args.clock} clock; medians of {args.reps} fresh-process runs of "
+            f"{args.threads} threads, {args.device}, {args.clock} clock; medians of {args.reps} fresh-process runs of "
             f"{args.steps} steps (+{args.warmup} warm-up); first prompt's token ids identical "
             f"on both sides: {same_prompt}"
         )
