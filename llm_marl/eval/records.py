@@ -31,6 +31,7 @@ from typing import Any
 from llm_marl.errors import DataError
 from llm_marl.eval.metrics import Record
 from llm_marl.rollout.types import Episode
+from llm_marl.tools.calls import scrub_surrogates
 from llm_marl.tools.jsonl import iter_objects
 
 # Final-info keys the record stores elsewhere (or that carry nothing at the end of an episode).
@@ -115,8 +116,14 @@ class EpisodeWriter:
         self._file = self.path.open("w", encoding="utf-8")
 
     def write(self, records: list[Record]) -> None:
+        """Append ``records``, one JSON line each.
+
+        A string holding lone surrogates (a policy's text, a tool's output) cannot be written as
+        UTF-8 and would kill the evaluation here; each such code point is written as U+FFFD
+        (JSON text holds surrogates only inside strings, so scrubbing the line is enough).
+        """
         for r in records:
-            self._file.write(json.dumps(r, ensure_ascii=False) + "\n")
+            self._file.write(scrub_surrogates(json.dumps(r, ensure_ascii=False)) + "\n")
         self._file.flush()
 
     def close(self) -> None:

@@ -55,6 +55,23 @@ most ``max_call_chars`` long, and JSON nesting deeper than ``max_depth`` is refu
 scan *before* ``json.loads`` sees it (so the parser cannot recurse without bound). Each malformed
 call, unknown tool, duplicate call or argument that does not fit the schema becomes a
 :class:`ToolCallError` whose ``to_message()`` is the ``{"role": "tool"}`` message to post back.
+
+What the parser hands out is plain JSON data that is safe downstream:
+
+* **no lone surrogates.** A pure-ASCII completion can write ``"\\ud800"`` in its JSON, which
+  ``json.loads`` turns into a lone surrogate; such a string cannot be encoded as UTF-8, so a
+  search engine, an HTTP client, a tokenizer or a JSONL writer would raise on it later, outside
+  the env. Every string the parser returns (tool names, argument keys and values, ids, the prose
+  in ``text``, error messages, tool outputs) has each lone surrogate replaced by U+FFFD
+  (:func:`scrub_surrogates`), in linear time. Replacing rather than refusing keeps a call whose
+  only flaw is one odd character usable, as a UTF-8 decoder with ``errors="replace"`` would;
+* **finite numbers.** A JSON number beyond the float range (``1e999999``) is refused (the
+  literals ``NaN``/``Infinity`` are not JSON and are refused too); a float given for an integer
+  parameter must be integral and at most 2**53 in magnitude, so ``1e308`` does not become a
+  309-digit int;
+* **no duplicate keys.** ``{"name": "a", "name": "b"}`` is refused instead of silently keeping
+  the last value;
+* **bounded depth**, also for arguments an OpenAI message gives as an already decoded object.
 """
 
 from __future__ import annotations
@@ -64,6 +81,7 @@ import json
 import math
 import operator
 import re
+import reprlib
 import types
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -90,6 +108,7 @@ __all__ = [
     "json_string_end",
     "mcp_tool_listing",
     "parse_tool_calls",
+    "scrub_surrogates",
     "tool",
     "validate_arguments",
 ]
@@ -108,6 +127,26 @@ DEFAULT_MAX_CALL_CHARS = 64 * 1024
 
 DEFAULT_MAX_DEPTH = 32
 """Deepest JSON nesting accepted in a call (objects and arrays)."""
+
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def scrub_surrogates(text: str) -> str:
+    """``text`` with every surrogate code point replaced by U+FFFD, so it encodes as UTF-8.
+
+    A Python string holds surrogates only when something decoded them from ``\\udXXX`` escapes
+    (JSON) or built them by hand; a correctly decoded text never does. They are replaced one by
+    one (a pair of surrogates becomes two U+FFFD): what to do with them is not guessed. Linear
+    time; ASCII and surrogate-free text are returned unchanged (checked in C).
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATES.sub("\ufffd", text)
+    return text
 
 
 def _names(text: str) -> frozenset[str]:
@@ -504,13 +543,31 @@ def _type_name(schema: Mapping[str, Any]) -> str:
 
 def _describe(value: Any) -> str:
     kind = _json_type_of(value)
-    article = "an" if kind[0] in "aeiou" else "a"
+    article = "an" if kind[:1] in ("a", "e", "i", "o", "u") else "a"
     text = _short(value, 40)
     return f"{article} {kind} ({text})"
 
 
+def _json_short(value: Any, limit: int = 40) -> str:
+    """``value`` as (the start of) its JSON text; a value JSON cannot write is described by
+    :func:`_short` instead (validation may be handed any object by a direct caller)."""
+    try:
+        text = json.dumps(value, default=str)
+    except Exception:  # unserialisable, too deep, or a str() that raises: describe it instead
+        return _short(value, limit)
+    return _short(text, limit)
+
+
+# A float given for an integer must be exactly an integer a float can hold: beyond 2**53 floats
+# skip integers, and 1e308 would otherwise become a 309-digit int in the tool's hands.
+_MAX_EXACT_INT = 2**53
+
+
 def _validate(value: Any, schema: Mapping[str, Any], path: str) -> str | None:
     """None when ``value`` fits ``schema``, else what is wrong (for the agent to read)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        # Whatever the schema says: no tool is written to receive inf or nan.
+        return f"{path!r} must be a finite number, got {value!r}"
     if "anyOf" in schema:
         problems = [_validate(value, sub, path) for sub in schema["anyOf"]]
         if all(p is not None for p in problems):
@@ -519,9 +576,7 @@ def _validate(value: Any, schema: Mapping[str, Any], path: str) -> str | None:
         return f"{path!r} must be {json.dumps(schema['const'])}, got {_describe(value)}"
     if "enum" in schema and not any(_json_equal(value, v) for v in schema["enum"]):
         allowed = ", ".join(json.dumps(v) for v in schema["enum"])
-        return (
-            f"{path!r} must be one of {allowed}; got {_short(json.dumps(value, default=str), 40)}"
-        )
+        return f"{path!r} must be one of {allowed}; got {_json_short(value)}"
     types_ = schema.get("type")
     if types_ is not None:
         names = [types_] if isinstance(types_, str) else list(types_)
@@ -601,8 +656,8 @@ def _bound_problem(value: Any, schema: Mapping[str, Any], path: str) -> str | No
 
 def _is_type(value: Any, name: str) -> bool:
     if name == "integer":
-        if isinstance(value, float):  # JSON Schema: 3.0 is an integer
-            return math.isfinite(value) and value.is_integer()
+        if isinstance(value, float):  # JSON Schema: 3.0 is an integer (if it is exact)
+            return math.isfinite(value) and value.is_integer() and abs(value) <= _MAX_EXACT_INT
         return isinstance(value, int) and not isinstance(value, bool)
     if name == "number":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -633,18 +688,72 @@ def _coerce(value: Any, schema: Mapping[str, Any]) -> Any:
     return value
 
 
-def validate_arguments(arguments: Any, tool: Tool) -> tuple[dict[str, Any] | None, str | None]:
+class _NotJSON(ValueError):
+    """A value that is not plain, finite, shallow-enough JSON data."""
+
+
+class _TooDeep(_NotJSON):
+    """Containers nested deeper than allowed."""
+
+
+def _plain_json(value: Any, levels: int) -> Any:
+    """A copy of ``value`` as plain JSON data with its strings scrubbed of surrogates.
+
+    Raises :class:`_NotJSON` for a non-finite float, a non-string key, two keys that are equal
+    once scrubbed, a value of a non-JSON type, or containers nested deeper than ``levels``.
+    One pass over the value; recursion is bounded by ``levels``.
+    """
+    if isinstance(value, str):
+        return scrub_surrogates(value)
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _NotJSON(f"the number {value!r} is not finite")
+        return value
+    if isinstance(value, (Mapping, list, tuple)) and levels <= 0:
+        raise _TooDeep()
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _NotJSON(f"object keys must be strings, got {_describe(key)}")
+            clean = scrub_surrogates(key)
+            if clean in out:
+                raise _NotJSON(f"duplicate key {_short(clean, 40)!r}")
+            out[clean] = _plain_json(item, levels - 1)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_plain_json(item, levels - 1) for item in value]
+    raise _NotJSON(f"a {_short(type(value).__name__, 40)} is not JSON data")
+
+
+def validate_arguments(
+    arguments: Any, tool: Tool, *, max_depth: int = DEFAULT_MAX_DEPTH
+) -> tuple[dict[str, Any] | None, str | None]:
     """Check ``arguments`` against ``tool.parameters``.
 
-    Returns ``(arguments, None)`` (integral floats coerced to int where an integer is expected)
-    or ``(None, problem)`` with a short description of what is wrong.
+    Returns ``(arguments, None)`` -- a fresh copy made of plain JSON data, with lone surrogates
+    replaced by U+FFFD and integral floats coerced to int where an integer is expected -- or
+    ``(None, problem)`` with a short description of what is wrong. Arguments that are not plain
+    JSON (a non-finite float, a non-string key, an object of another type, nesting deeper than
+    ``max_depth``) are a problem too, so that anything accepted can be passed on, logged and
+    tokenized. Never raises.
     """
     if not isinstance(arguments, dict):
         return None, f"arguments must be a JSON object, got {_describe(arguments)}"
-    problem = _validate(arguments, tool.parameters, "")
+    try:
+        plain = _plain_json(arguments, max_depth)
+    except _TooDeep:
+        return None, f"arguments are nested deeper than {max_depth} levels"
+    except _NotJSON as e:
+        return None, f"arguments are not plain JSON data: {e}"
+    except Exception as e:  # a caller's own Mapping may raise anything while it is read
+        return None, f"arguments could not be read ({_short(type(e).__name__, 40)})"
+    problem = _validate(plain, tool.parameters, "")
     if problem is not None:
         return None, problem
-    return _coerce(arguments, tool.parameters), None
+    return _coerce(plain, tool.parameters), None
 
 
 # --------------------------------------------------------------------------------------------
@@ -807,14 +916,48 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    """``json.loads``' float parser, refusing numbers beyond the float range (``1e999999``
+    would otherwise reach a tool as inf)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {_short(text, 40)} is out of range")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``' object builder, refusing duplicate keys: with a plain dict the last one
+    would silently win (``{"name": "a", "name": "b"}`` would call b). Linear: the set of keys
+    is only built when the dict came out shorter than the pairs."""
+    obj = dict(pairs)
+    if len(obj) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {_short(key, 40)!r}")
+            seen.add(key)
+    return obj
+
+
 def _load_json(text: str, max_depth: int) -> tuple[Any, str | None]:
-    """(value, None) or (None, problem). Never raises, never recurses past ``max_depth``."""
+    """(value, None) or (None, problem). Never raises, never recurses past ``max_depth``.
+
+    Refuses what :func:`json.loads` alone lets through: ``NaN``/``Infinity``, numbers out of
+    the float range, duplicate keys. Strings are not scrubbed here: :func:`validate_arguments`
+    and :class:`_Collector` do it for everything they hand out.
+    """
     if json_depth_exceeds(text, max_depth):
         return None, f"JSON nested deeper than {max_depth} levels"
     try:
-        return json.loads(text, parse_constant=_reject_constant), None
+        value = json.loads(
+            text,
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_unique_keys,
+        )
     except (ValueError, RecursionError) as e:
         return None, f"invalid JSON ({_short(str(e), 80)})"
+    return value, None
 
 
 def _strip_fence(text: str) -> str:
@@ -828,9 +971,38 @@ def _strip_fence(text: str) -> str:
     return t.strip()
 
 
+class _BoundedRepr(reprlib.Repr):
+    """``reprlib`` limits (depth, items, lengths), and dicts shown in their own order: the
+    stock ``repr_dict`` sorts every key first, more than linear work for a huge dict."""
+
+    def repr_dict(self, x: Any, level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        parts = []
+        for i, (key, item) in enumerate(x.items()):
+            if i == self.maxdict:
+                parts.append("...")
+                break
+            parts.append(f"{self.repr1(key, level - 1)}: {self.repr1(item, level - 1)}")
+        return "{" + ", ".join(parts) + "}"
+
+
+_REPR = _BoundedRepr()
+_REPR.maxlevel = 3
+_REPR.maxdict = _REPR.maxlist = _REPR.maxtuple = _REPR.maxset = _REPR.maxfrozenset = 4
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = 80
+
+
 def _short(value: Any, limit: int = 60) -> str:
-    text = value if isinstance(value, str) else repr(value)
-    text = text.replace("\n", " ")
+    """At most ``limit`` characters describing ``value`` (for error messages): bounded in depth
+    and size whatever ``value`` is, never raises, and free of lone surrogates."""
+    try:
+        text = value[: limit + 1] if isinstance(value, str) else _REPR.repr(value)
+    except Exception:  # a hostile __repr__ (or an int too long to print) may raise anything
+        text = f"<{type(value).__name__}>"
+    text = scrub_surrogates(text[: limit + 1].replace("\n", " "))
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -858,7 +1030,8 @@ class _Collector:
         self.items.append(
             ToolCallError(
                 kind=kind,
-                message=f"Error: {message}",
+                # Messages quote the agent's text; scrubbing again keeps any new one safe.
+                message=f"Error: {scrub_surrogates(message)}",
                 id=id_ or self.next_id(),
                 name=name,
                 format=fmt,
@@ -879,7 +1052,7 @@ class _Collector:
         if not isinstance(name, str) or not name.strip():
             self.error("malformed", "tool call has no tool name", fmt, id_=id_)
             return
-        name = name.strip()
+        name = scrub_surrogates(name.strip())
         if args_text is not None:
             arguments, problem = _load_json(args_text, self.max_depth)
             if problem is not None:
@@ -911,7 +1084,7 @@ class _Collector:
                 id_=id_,
             )
             return
-        checked, problem = validate_arguments(arguments, tool_)
+        checked, problem = validate_arguments(arguments, tool_, max_depth=self.max_depth)
         if problem is not None or checked is None:
             self.error(
                 "bad_arguments",
@@ -1062,9 +1235,14 @@ def _parse_text(text: str, formats: Sequence[str], col: _Collector, max_call_cha
 
 
 def _get(obj: Any, key: str) -> Any:
-    if isinstance(obj, Mapping):
-        return obj.get(key)
-    return getattr(obj, key, None)
+    """``obj.get(key)`` or ``obj.key``; None when absent or when reading it raises (a client's
+    message object may have properties that raise: that is a malformed call, not a crash)."""
+    try:
+        if isinstance(obj, Mapping):
+            return obj.get(key)
+        return getattr(obj, key, None)
+    except Exception:
+        return None
 
 
 def _parse_openai(tool_calls: Any, col: _Collector, max_call_chars: int) -> None:
@@ -1076,14 +1254,17 @@ def _parse_openai(tool_calls: Any, col: _Collector, max_call_chars: int) -> None
             col.extra = len(tool_calls) - i
             return
         raw_id = _get(call, "id")
-        id_ = raw_id if isinstance(raw_id, str) and 0 < len(raw_id) <= 256 else None
+        id_ = (
+            scrub_surrogates(raw_id) if isinstance(raw_id, str) and 0 < len(raw_id) <= 256 else None
+        )
         function = _get(call, "function")
         if function is None:
             col.error("malformed", "tool call has no 'function'", "openai", id_=id_)
             continue
         name = _get(function, "name")
         arguments = _get(function, "arguments")
-        if arguments is None or arguments == "":
+        # isinstance first: ``==`` on an arbitrary object could raise.
+        if arguments is None or (isinstance(arguments, str) and not arguments):
             col.add(name, {}, "openai", id_=id_)
         elif isinstance(arguments, str):
             if len(arguments) > max_call_chars:
@@ -1098,6 +1279,15 @@ def _parse_openai(tool_calls: Any, col: _Collector, max_call_chars: int) -> None
                 col.add(name, None, "openai", id_=id_, args_text=arguments)
         else:
             col.add(name, arguments, "openai", id_=id_)
+
+
+def _truthy(value: Any) -> bool:
+    """``bool(value)``, taking an object whose ``__bool__``/``__len__`` raises as present (its
+    calls are then reported malformed rather than raising out of the parser)."""
+    try:
+        return bool(value)
+    except Exception:
+        return True
 
 
 def _tool_map(tools: Iterable[Tool] | Mapping[str, Tool]) -> dict[str, Tool]:
@@ -1151,17 +1341,23 @@ def parse_tool_calls(
     else:
         content = _get(completion, "content")
         tool_calls = _get(completion, "tool_calls")
-    if tool_calls and "openai" in formats:
+    if _truthy(tool_calls) and "openai" in formats:
         _parse_openai(tool_calls, col, max_call_chars)
         col.finish("openai")
         text = content if isinstance(content, str) else ""
         return ParsedCalls(
-            items=tuple(col.items), text=text[:max_chars], truncated=len(text) > max_chars
+            items=tuple(col.items),
+            text=scrub_surrogates(text[:max_chars]),
+            truncated=len(text) > max_chars,
         )
     if not isinstance(content, str):
-        content = "" if content is None else str(content)[: max_chars + 1]
+        try:
+            content = "" if content is None else str(content)[: max_chars + 1]
+        except Exception:  # str() of a hostile or deeply nested object: nothing to search
+            content = ""
     truncated = len(content) > max_chars
-    window = content[:max_chars]
+    # Scrubbing the window once makes every slice of it (prose, MCP names, argument text) safe.
+    window = scrub_surrogates(content[:max_chars])
     text = _parse_text(window, formats, col, max_call_chars)
     col.finish(col.items[-1].format if col.items else "hermes")
     return ParsedCalls(items=tuple(col.items), text=text, truncated=truncated)
@@ -1276,14 +1472,16 @@ class Toolbox:
         try:
             output = tool_.fn(**call.arguments)
         except ToolUseError as e:
-            return ToolResult(call.id, call.name, f"Error: {e}", True, call)
+            return ToolResult(call.id, call.name, f"Error: {scrub_surrogates(str(e))}", True, call)
         except InfrastructureError:
             raise
         content = _as_text(output)
         if self.max_output_chars is not None and len(content) > self.max_output_chars:
             cut = len(content) - self.max_output_chars
             content = content[: self.max_output_chars] + f"\n[... {cut} more characters cut]"
-        return ToolResult(call.id, call.name, content, False, call)
+        # The output goes into the agent's conversation, which must stay encodable (a tool may
+        # echo a string built elsewhere, or text decoded from JSON escapes).
+        return ToolResult(call.id, call.name, scrub_surrogates(content), False, call)
 
     def run(self, completion: Any) -> list[ToolResult]:
         """Parse ``completion`` and run its valid calls, in order; errors are results too.

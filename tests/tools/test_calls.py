@@ -814,3 +814,366 @@ def test_tool_listings():
     block = hermes_tool_listing([search])
     assert block.startswith("<tools>\n") and block.endswith("\n</tools>")
     assert json.loads(block.splitlines()[1]) == search.schema()
+
+
+# ---------------------------------------------------------------------------------------------
+# Untrusted text and values: surrogates, non-finite numbers, duplicate keys, hostile objects
+# ---------------------------------------------------------------------------------------------
+
+
+def _calc(x: float, n: int = 1, tags: list[str] | None = None, meta: Any = None) -> str:
+    return f"x={x!r} n={n!r} tags={tags!r} meta={meta!r}"
+
+
+# A float, an integer, a list of strings and an object holding anything (no sub-schema).
+calc = Tool(
+    name="calc",
+    description="Calculate.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "x": {"type": "number"},
+            "n": {"type": "integer"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "meta": {"type": "object"},
+        },
+        "required": ["x"],
+        "additionalProperties": False,
+    },
+    fn=_calc,
+)
+
+CALC = [calc, search, browse]
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a JSON-like value, keys included."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _assert_utf8(parsed) -> None:
+    """Everything the parser handed out encodes as UTF-8 (tokenizers and JSONL writers need it)."""
+    texts = [parsed.text]
+    for item in parsed.items:
+        texts += [item.id, item.name or ""]
+        if isinstance(item, ToolCall):
+            texts += _strings(item.arguments)
+        else:
+            texts.append(item.message)
+    for text in texts:
+        text.encode("utf-8")  # raises UnicodeEncodeError on a lone surrogate
+
+
+def test_scrub_surrogates():
+    from llm_marl.tools.calls import scrub_surrogates
+
+    plain = "ascii only"
+    assert scrub_surrogates(plain) is plain
+    unicode = "Zürich 🙂"
+    assert scrub_surrogates(unicode) is unicode
+    assert scrub_surrogates("a\ud800b") == "a\ufffdb"
+    assert scrub_surrogates("\udfff") == "\ufffd"
+    # Surrogates are replaced one by one, a hand-made pair included: nothing is guessed.
+    assert scrub_surrogates("\ud83d\ude00 x") == "\ufffd\ufffd x"
+    assert scrub_surrogates("é\udc80" * 3) == "é\ufffd" * 3
+
+
+# Pure-ASCII completions whose JSON escapes decode to lone surrogates.
+SURROGATE_COMPLETIONS = {
+    "value": r'<tool_call>{"name": "search", "arguments": {"query": "a \ud800 b"}}</tool_call>',
+    "low surrogate": r'<tool_call>{"name": "search", "arguments": {"query": "\udfff"}}</tool_call>',
+    "list item": r'<tool_call>{"name": "calc", "arguments": {"x": 1, "tags": ["\udc00", "ok"]}}'
+    "</tool_call>",
+    "nested key": r'<tool_call>{"name": "calc", "arguments": {"x": 1, "meta": {"k\ud800": 1}}}'
+    "</tool_call>",
+    "mcp": "<use_mcp_tool><server_name>browsing</server_name><tool_name>browse</tool_name>"
+    r'<arguments>{"url": "http://x/\ud800"}</arguments></use_mcp_tool>',
+    "openai string": {
+        "tool_calls": [
+            {"id": "c1", "function": {"name": "search", "arguments": r'{"query": "q \ud800"}'}}
+        ]
+    },
+    "openai decoded dict": {
+        "tool_calls": [
+            {"id": "c1", "function": {"name": "search", "arguments": {"query": "\ud800"}}}
+        ]
+    },
+}
+
+
+@pytest.mark.parametrize("completion", SURROGATE_COMPLETIONS.values(), ids=SURROGATE_COMPLETIONS)
+def test_lone_surrogates_become_replacement_characters(completion):
+    parsed = parse_tool_calls(completion, CALC)
+    call = only(parsed)
+    assert isinstance(call, ToolCall), call
+    _assert_utf8(parsed)
+    assert "\ufffd" in json.dumps(call.arguments, ensure_ascii=False)
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        # Echoed in error messages: a bad type, an unknown tool, an unknown argument, a server.
+        r'<tool_call>{"name": "search", "arguments": {"query": "x", "k": "\udfff"}}</tool_call>',
+        r'<tool_call>{"name": "\ud800", "arguments": {}}</tool_call>',
+        r'<tool_call>{"name": "search", "arguments": {"query": "x", "\ud800": 1}}</tool_call>',
+        r'<tool_call>{"name": "search", "arguments": {"query": "x", "lang": "\ud800"}}</tool_call>',
+        "<use_mcp_tool><server_name>\ud800</server_name><tool_name>browse</tool_name>"
+        '<arguments>{"url": "u"}</arguments></use_mcp_tool>',
+        {"tool_calls": [{"id": "\ud800", "function": {"name": "nope\udc00", "arguments": "{}"}}]},
+        # Raw surrogates in the text itself (a function policy's output, not JSON escapes).
+        'prose \ud800 <tool_call>{"name": "search", "arguments": {"query": 1}}</tool_call>',
+        {"content": "think \udc00", "tool_calls": [{"function": {"name": "search"}}]},
+    ],
+)
+def test_error_messages_and_text_never_carry_surrogates(completion):
+    parsed = parse_tool_calls(completion, CALC)
+    assert parsed.items
+    _assert_utf8(parsed)
+
+
+def test_escaped_surrogate_pairs_still_decode_to_their_character():
+    completion = (
+        r'<tool_call>{"name": "search", "arguments": {"query": "\ud83d\ude00"}}</tool_call>'
+    )
+    assert only(parse_tool_calls(completion, CALC)).arguments["query"] == "\U0001f600"
+
+
+def test_keys_equal_once_scrubbed_are_duplicates():
+    completion = (
+        r'<tool_call>{"name": "calc", "arguments": {"x": 1, "meta": {"\ud800": 1, "\udc00": 2}}}'
+        "</tool_call>"
+    )
+    item = only(parse_tool_calls(completion, CALC))
+    assert isinstance(item, ToolCallError) and item.kind == "bad_arguments"
+    assert "duplicate key" in item.message
+    item.message.encode("utf-8")
+
+
+def test_tool_outputs_and_tool_errors_are_scrubbed():
+    @tool
+    def echo(text: str) -> str:
+        """Echo text back, broken.
+
+        Args:
+            text: Anything.
+        """
+        if text == "fail":
+            raise ToolUseError("no page \udc80 here")
+        return "got \ud800 " + text
+
+    box = Toolbox([echo])
+    ok, failed = box.run(hermes("echo", {"text": "x"}) + hermes("echo", {"text": "fail"}))
+    assert ok.content == "got \ufffd x" and not ok.is_error
+    assert failed.is_error and failed.content == "Error: no page \ufffd here"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "fragment"),
+    [
+        ('{"x": 1e999999}', "out of range"),
+        ('{"x": -1e999999}', "out of range"),
+        ('{"x": 1, "n": 1e999999}', "out of range"),
+        ('{"x": 1, "meta": {"deep": [1, 2, 1e400]}}', "out of range"),
+        ('{"x": 1.5e308e}', "invalid JSON"),
+        ('{"x": NaN}', "NaN is not valid JSON"),
+        ('{"x": -Infinity}', "Infinity is not valid JSON"),
+    ],
+)
+def test_numbers_beyond_the_float_range_are_refused(arguments, fragment):
+    for completion in (
+        f'<tool_call>{{"name": "calc", "arguments": {arguments}}}</tool_call>',
+        mcp("s", "calc", arguments),
+        {"tool_calls": [{"function": {"name": "calc", "arguments": arguments}}]},
+    ):
+        item = only(parse_tool_calls(completion, CALC))
+        assert isinstance(item, ToolCallError) and item.kind == "malformed", item
+        assert fragment in item.message
+
+
+@pytest.mark.parametrize(
+    ("n", "expected"),
+    [
+        ("3.0", 3),
+        ("-7e0", -7),
+        ("1e15", 10**15),
+        ("9007199254740992.0", 2**53),  # the largest float every integer below is exact for
+        ("-9007199254740992.0", -(2**53)),
+        ("12345678901234567890123", 12345678901234567890123),  # an int literal stays exact
+    ],
+)
+def test_integral_floats_within_2_53_are_integers(n, expected):
+    call = only(
+        parse_tool_calls(
+            f'<tool_call>{{"name": "calc", "arguments": {{"x": 1, "n": {n}}}}}</tool_call>', CALC
+        )
+    )
+    assert isinstance(call, ToolCall), call
+    assert call.arguments["n"] == expected and type(call.arguments["n"]) is int
+
+
+@pytest.mark.parametrize("n", ["1e308", "-1e308", "9007199254740994.0", "1e16", "2.5", "1e-999999"])
+def test_floats_that_are_not_exact_integers_are_refused_for_integers(n):
+    completion = f'<tool_call>{{"name": "calc", "arguments": {{"x": 1, "n": {n}}}}}</tool_call>'
+    item = only(parse_tool_calls(completion, CALC))
+    if n == "1e-999999":  # underflows to 0.0: finite and integral, so it is the integer 0
+        assert isinstance(item, ToolCall) and item.arguments["n"] == 0
+        return
+    assert isinstance(item, ToolCallError) and item.kind == "bad_arguments", item
+    assert "'n' must be integer" in item.message
+
+
+def test_finite_floats_for_numbers_still_pass():
+    for x, expected in (("1e308", 1e308), ("-2.5e-300", -2.5e-300), ("1e-999999", 0.0)):
+        completion = f'<tool_call>{{"name": "calc", "arguments": {{"x": {x}}}}}</tool_call>'
+        assert only(parse_tool_calls(completion, CALC)).arguments["x"] == expected
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan")])
+def test_non_finite_floats_from_decoded_arguments_are_refused(bad):
+    # An OpenAI client may hand arguments already decoded (by a lenient JSON parser).
+    for arguments in ({"x": bad}, {"x": 1, "meta": {"a": [bad]}}):
+        message = {"tool_calls": [{"function": {"name": "calc", "arguments": arguments}}]}
+        item = only(parse_tool_calls(message, CALC))
+        assert isinstance(item, ToolCallError) and item.kind == "bad_arguments", item
+        assert "finite" in item.message
+    checked, problem = validate_arguments({"x": bad}, calc)
+    assert checked is None and "finite" in (problem or "")
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    deep: dict[str, Any] = {}
+    cur = deep
+    for _ in range(levels):
+        cur["a"] = {}
+        cur = cur["a"]
+    return deep
+
+
+@pytest.mark.parametrize("levels", [40, 5_000, 200_000])
+def test_deeply_nested_decoded_arguments_are_refused_not_raised(levels):
+    for arguments in (
+        {"x": 1, "tags": _deep(levels)},  # wrong type: described in the message
+        {"x": 1, "meta": _deep(levels)},  # right type: refused for its depth
+        {"x": _deep(levels)},
+    ):
+        message = {"tool_calls": [{"function": {"name": "calc", "arguments": arguments}}]}
+        item = only(parse_tool_calls(message, CALC))
+        assert isinstance(item, ToolCallError) and item.kind == "bad_arguments", item
+        assert "nested deeper than 32 levels" in item.message
+
+
+def test_shallow_decoded_arguments_still_pass():
+    arguments = {"x": 1, "meta": _deep(20), "tags": ("a", "b")}
+    message = {"tool_calls": [{"function": {"name": "calc", "arguments": arguments}}]}
+    call = only(parse_tool_calls(message, CALC))
+    assert isinstance(call, ToolCall)
+    assert call.arguments["tags"] == ["a", "b"]  # plain JSON data: a tuple becomes a list
+
+
+def test_descriptions_of_odd_values_are_bounded():
+    class LoudRepr:
+        def __repr__(self) -> str:
+            raise RuntimeError("repr raised")
+
+    wide = {f"k{i}": list(range(1000)) for i in range(1000)}
+    for value, fragment in (
+        (wide, "must be string"),
+        (10**5000, "must be string"),  # too long for str(): described without printing it
+        (LoudRepr(), "not JSON data"),
+        ({1: "non-string key"}, "keys must be strings"),
+    ):
+        message = {"tool_calls": [{"function": {"name": "search", "arguments": {"query": value}}}]}
+        item = only(parse_tool_calls(message, CALC))
+        assert isinstance(item, ToolCallError), item
+        assert fragment in item.message
+        assert len(item.message) < 400
+
+
+def test_hostile_message_objects_do_not_raise():
+    class Boom:
+        @property
+        def function(self):
+            raise RuntimeError("property raised")
+
+    class NoBool(list):
+        def __bool__(self) -> bool:
+            raise RuntimeError("bool raised")
+
+    class NoStr:
+        def __str__(self) -> str:
+            raise RuntimeError("str raised")
+
+    class NoEq:
+        def __eq__(self, other: object) -> bool:
+            raise RuntimeError("eq raised")
+
+        __hash__ = None  # type: ignore[assignment]
+
+    assert error_kind({"tool_calls": [Boom()]}) == "malformed"
+    assert error_kind({"tool_calls": NoBool([{"function": {"name": "x"}}])}) == "unknown_tool"
+    assert parse_tool_calls({"content": NoStr()}, TOOLS).items == ()
+    assert error_kind({"tool_calls": [{"function": {"name": "search", "arguments": NoEq()}}]}) == (
+        "bad_arguments"
+    )
+    deep_list: list[Any] = []
+    for _ in range(100_000):
+        deep_list = [deep_list]
+    assert parse_tool_calls({"content": deep_list}, TOOLS).items == ()
+
+
+DUPLICATE_KEYS = {
+    "name": '{"name": "nope", "name": "search", "arguments": {"query": "x"}}',
+    "name same value": '{"name": "search", "name": "search", "arguments": {"query": "x"}}',
+    "arguments": '{"name": "search", "arguments": {"query": "x"}, "arguments": {"query": "y"}}',
+    "argument": '{"name": "search", "arguments": {"query": "x", "query": "y"}}',
+    "nested": '{"name": "calc", "arguments": {"x": 1, "meta": {"a": 1, "b": 2, "a": 3}}}',
+    "in a list": '{"name": "calc", "arguments": {"x": 1, "meta": {"l": [{"a": 1, "a": 1}]}}}',
+}
+
+
+@pytest.mark.parametrize("body", DUPLICATE_KEYS.values(), ids=DUPLICATE_KEYS)
+def test_duplicate_keys_are_refused(body):
+    item = only(parse_tool_calls(f"<tool_call>{body}</tool_call>", CALC))
+    assert isinstance(item, ToolCallError) and item.kind == "malformed", item
+    assert "duplicate key" in item.message
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [
+        mcp("browsing", "browse", '{"url": "a", "url": "b"}'),
+        {"tool_calls": [{"function": {"name": "browse", "arguments": '{"url": "a", "url": "b"}'}}]},
+        # Arguments given as a JSON string inside the object: decoded with the same rule.
+        '<tool_call>{"name": "browse", "arguments": "{\\"url\\": \\"a\\", \\"url\\": \\"b\\"}"}'
+        "</tool_call>",
+    ],
+)
+def test_duplicate_argument_keys_are_refused_in_every_format(completion):
+    item = only(parse_tool_calls(completion, CALC))
+    assert isinstance(item, ToolCallError) and item.kind == "malformed", item
+    assert "duplicate key 'url'" in item.message
+
+
+def test_equal_keys_in_different_objects_are_fine():
+    body = '{"name": "calc", "arguments": {"x": 1, "meta": {"a": {"x": 1}, "b": {"x": 2}}}}'
+    call = only(parse_tool_calls(f"<tool_call>{body}</tool_call>", CALC))
+    assert isinstance(call, ToolCall)
+    assert call.arguments["meta"] == {"a": {"x": 1}, "b": {"x": 2}}
+
+
+@pytest.mark.timeout(60)
+def test_many_keys_and_a_late_duplicate():
+    # The duplicate check is linear: many distinct keys are cheap, a late duplicate is found.
+    keys = ", ".join(f'"k{i}": {i}' for i in range(4_000))
+    body = f'{{"name": "calc", "arguments": {{"x": 1, "meta": {{{keys}}}}}}}'
+    assert isinstance(only(parse_tool_calls(f"<tool_call>{body}</tool_call>", CALC)), ToolCall)
+    late = body.replace('"k3999": 3999', '"k0": 3999')
+    item = only(parse_tool_calls(f"<tool_call>{late}</tool_call>", CALC))
+    assert isinstance(item, ToolCallError) and "duplicate key 'k0'" in item.message

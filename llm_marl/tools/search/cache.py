@@ -41,9 +41,14 @@ class ResponseCache:
 
     @staticmethod
     def key(request: dict[str, Any]) -> str:
-        """The entry name of a request (a JSON-serialisable dict without secrets)."""
+        """The entry name of a request (a JSON-serialisable dict without secrets).
+
+        ``surrogatepass``: a request holding a lone surrogate (from a JSON ``\\udXXX`` escape)
+        still gets a name, and a different one from its neighbours; every other request keeps
+        the name it always had.
+        """
         canonical = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
     def _file(self, key: str) -> Path:
         return self.path / key[:2] / f"{key}.json"
@@ -64,6 +69,13 @@ class ResponseCache:
         file = self._file(self.key(request))
         file.parent.mkdir(parents=True, exist_ok=True)
         data = json.dumps({"request": request, "response": response}, ensure_ascii=False)
+        if not data.isascii():
+            try:
+                data.encode("utf-8")
+            except UnicodeEncodeError:
+                # Lone surrogates (a response's JSON may escape them too) cannot be written as
+                # UTF-8; \\udXXX escapes can, and load back as exactly the same strings.
+                data = json.dumps({"request": request, "response": response})
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=file.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_marl.errors import ConfigError, InfrastructureError
+from llm_marl.tools.calls import scrub_surrogates
 from llm_marl.tools.http import HttpError, http_request, retry_after_seconds
 from llm_marl.tools.search.base import MAX_QUERY_CHARS, SearchResult
 from llm_marl.tools.search.cache import CACHE_MODES, ResponseCache
@@ -156,7 +157,9 @@ class LiveSearchEngine:
         """
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
-        query = query[:MAX_QUERY_CHARS].strip()
+        # HTTP clients encode the query as UTF-8, which a lone surrogate (a JSON "\\ud800"
+        # escape in the agent's call, or a string from user code) makes raise: replace them.
+        query = scrub_surrogates(query[:MAX_QUERY_CHARS]).strip()
         if not query:
             return []
         k = min(k, self.max_k)
@@ -250,7 +253,8 @@ def _text(value: Any, field: str) -> str:
         return ""
     if not isinstance(value, str):
         raise ValueError(f"{field!r} must be a string, got {type(value).__name__}")
-    return value
+    # A response's JSON may escape lone surrogates; the agent's conversation must stay UTF-8.
+    return scrub_surrogates(value)
 
 
 def _items(payload: Any, *path: str, required: bool) -> list[Any]:

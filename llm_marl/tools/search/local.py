@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from llm_marl.errors import DataError
+from llm_marl.tools.calls import scrub_surrogates
 from llm_marl.tools.search.base import MAX_QUERY_CHARS, SearchResult
 from llm_marl.tools.search.corpus import Document, check_documents, corpus_fingerprint, load_corpus
 
@@ -169,7 +170,9 @@ class LocalSearch:
 
             docs = tqdm(docs, desc="indexing corpus", unit="doc")
         for i, doc in enumerate(docs):
-            writer.add_document(self._tantivy.Document(text=f"{doc.title}\n{doc.text}", idx=i))
+            # tantivy takes UTF-8 only; a corpus decoded from JSON may hold lone surrogates.
+            text = scrub_surrogates(f"{doc.title}\n{doc.text}")
+            writer.add_document(self._tantivy.Document(text=text, idx=i))
         writer.commit()
         writer.wait_merging_threads()
 
@@ -229,7 +232,9 @@ class LocalSearch:
     # -- searching -------------------------------------------------------------------------
 
     def _terms(self, query: str) -> list[str]:
-        text = query[:MAX_QUERY_CHARS]
+        # The analyzer (Rust) takes UTF-8 only: a lone surrogate (a JSON "\\ud800" escape in a
+        # tool call, or a string from user code) would raise UnicodeEncodeError out of the env.
+        text = scrub_surrogates(query[:MAX_QUERY_CHARS])
         terms = self._query_analyzer.analyze(text) or self._analyzer.analyze(text)
         unique = list(dict.fromkeys(terms))
         return unique[:MAX_QUERY_TERMS]
@@ -262,9 +267,14 @@ class LocalSearch:
         doc = self.documents[idx]
         snippet = self._snippets.get(idx)
         if snippet is None:  # made once per document: a third of a query's time otherwise
-            snippet = self._snippets[idx] = _snippet(doc.text, self.snippet_chars)
+            snippet = self._snippets[idx] = scrub_surrogates(_snippet(doc.text, self.snippet_chars))
+        # What the agent reads must encode (the corpus may hold surrogates; see _fill).
         return SearchResult(
-            title=doc.title, url=doc.url, snippet=snippet, score=score, doc_id=doc.id
+            title=scrub_surrogates(doc.title),
+            url=scrub_surrogates(doc.url),
+            snippet=snippet,
+            score=score,
+            doc_id=doc.id,
         )
 
     def __len__(self) -> int:
