@@ -22,9 +22,12 @@ Limits (:class:`BrowseConfig`): a deadline for the whole fetch (every redirect h
 byte cap (the body is streamed and reading stops at the cap; a declared ``Content-Length`` over
 the cap is refused before reading), at most ``max_redirects`` redirects, each followed by hand and
 re-checked, only text content types (HTML, XHTML, plain text, JSON, XML), and at most
-``max_tags`` tags parsed (HTML past that is not parsed). HTML is parsed by BeautifulSoup over
-lxml: Python's own ``html.parser`` takes quadratic time on hostile input such as ``<a <a <a ...``
-and is never used.
+``max_tags`` tags parsed (HTML past that is not parsed), and at most ``max_text_chars``
+characters of text per document (a link target longer than ``max_url_chars`` keeps only its
+anchor text). HTML is parsed by BeautifulSoup over lxml: Python's own ``html.parser`` takes
+quadratic time on hostile input such as ``<a <a <a ...`` and is never used. A charset the server
+names that is not a text encoding (``rot13``, ``base64``, ...) is ignored, and a link whose URL
+cannot be parsed keeps its text: a page is never lost to what it says about itself.
 
 Address guard: the host is resolved here and *every* resolved address must be public -- not
 private, loopback, link-local, multicast, reserved, unspecified, shared (100.64/10), nor an IPv6
@@ -32,14 +35,17 @@ form of one (IPv4-mapped, 6to4, NAT64, Teredo) -- unless it falls in ``allowed_n
 request then connects to the checked address itself (the host name goes only in ``Host``, SNI and
 the certificate check), so a DNS answer that changes between check and connect (DNS rebinding)
 cannot reach an unchecked address. Proxies from the environment are ignored for the same reason.
+An address let through by ``allowed_networks`` is reachable only on ``allowed_ports`` when
+those are given (a LocalSite's browser: its own port, not every service on 127.0.0.1).
 
 Whose fault: :meth:`Browser.browse` *returns* a :class:`Page` with ``error`` set for everything
 that follows from the URL the agent chose -- a malformed URL, a scheme other than http(s), a
 blocked address, a name that does not resolve, a refused or reset connection, a hang or a trickle
-past the deadline, an HTTP error status, a redirect loop or too many redirects, a binary content
-type, a page over the byte cap, a page past the last one. The agent reads the message and is
-scored. It *raises* :class:`~llm_marl.errors.InfrastructureError` only when our side failed: any
-network failure or HTTP 5xx from an origin listed in ``infrastructure_origins`` (the offline web
+past the deadline, an HTTP error status, a redirect to a malformed URL, a redirect loop or too
+many redirects, a binary content type, a page over the byte cap, a page past the last one. The
+agent reads the message and is scored. It *raises* :class:`~llm_marl.errors.InfrastructureError`
+only when our side failed: any network failure, HTTP 5xx or malformed redirect from an origin
+listed in ``infrastructure_origins`` (the offline web
 of a :class:`~llm_marl.tools.site.LocalSite`, which must not go down), or an unexpected error of
 the local machine (out of file descriptors, ...). A 404 from such an origin is still the agent's
 fault (it made up the URL).
@@ -60,6 +66,7 @@ from time import monotonic
 from typing import Any
 from urllib.parse import urldefrag, urljoin, urlsplit
 
+from llm_marl.checks import is_int
 from llm_marl.errors import InfrastructureError
 from llm_marl.tools.calls import Tool, ToolUseError, tool
 from llm_marl.tools.http import HttpError, http_request
@@ -88,6 +95,9 @@ TEXT_TYPES = _names(
 
 _HTML_TYPES = {"text/html", "application/xhtml+xml"}
 
+MAX_TEXT_CHARS = 4 * 1024 * 1024
+"""Default :attr:`BrowseConfig.max_text_chars` (and of :func:`html_to_text`)."""
+
 
 @dataclass(frozen=True)
 class BrowseConfig:
@@ -105,9 +115,20 @@ class BrowseConfig:
         max_tags: Most HTML tags parsed per document (bounds parsing time on huge pages).
         allowed_networks: Networks (CIDR strings) reachable even though the guard would block
             them, e.g. ``("127.0.0.1/32",)`` for a :class:`~llm_marl.tools.site.LocalSite`.
+        allowed_ports: The only ports on which the addresses that ``allowed_networks`` lets
+            through may be reached; empty (the default): any port. A LocalSite allows its own
+            port only: "127.0.0.1/32" alone would also open every other local service (a model
+            server, a dashboard) to the agent. Public addresses are reachable on any port.
         infrastructure_origins: Origins (``"http://127.0.0.1:8000"``) whose failures are ours,
             raised as :class:`~llm_marl.errors.InfrastructureError` (see the module docstring).
-        max_url_chars: Longest URL accepted.
+        max_url_chars: Longest URL accepted. Also the longest link target written into the text:
+            a longer one could not be browsed, so such a link keeps only its anchor text.
+        max_text_chars: Most characters of text kept per document; past it the text ends with
+            a ``[The text was cut at N characters.]`` line. Links make text longer than its
+            HTML (each ``<a href="?">y</a>`` becomes ``[y](<the page's whole URL>)``), so without
+            this a 0.24 MB page fetched at a 2 KB URL became 28 million characters. The default,
+            twice the default ``max_bytes``, is beyond what any page under the byte cap yields
+            without such amplification.
         cache_documents: Fetched documents kept for paging (least recently used dropped).
         user_agent: The ``User-Agent`` header sent.
         tls_verify: Certificate verification for https: True (the default CA bundle) or the
@@ -121,17 +142,22 @@ class BrowseConfig:
     page_chars: int = 6000
     max_tags: int = 30_000
     allowed_networks: tuple[str, ...] = ()
+    allowed_ports: tuple[int, ...] = ()
     infrastructure_origins: tuple[str, ...] = ()
     max_url_chars: int = 2048
+    max_text_chars: int = MAX_TEXT_CHARS
     cache_documents: int = 64
     user_agent: str = "llm-marl-browse/0.1"
     tls_verify: bool | str = True
 
     def __post_init__(self) -> None:
-        if self.timeout <= 0 or self.max_bytes <= 0 or self.page_chars <= 0:
-            raise ValueError("timeout, max_bytes and page_chars must be positive")
+        if min(self.timeout, self.max_bytes, self.page_chars, self.max_text_chars) <= 0:
+            raise ValueError("timeout, max_bytes, page_chars and max_text_chars must be positive")
         for net in self.allowed_networks:
             ipaddress.ip_network(net, strict=False)  # raises ValueError on a typo
+        for port in self.allowed_ports:
+            if not is_int(port) or not 0 < int(port) < 65536:
+                raise ValueError(f"allowed_ports must hold ports 1-65535, got {port!r}")
 
 
 @dataclass(frozen=True)
@@ -311,6 +337,22 @@ class _TextWriter:
         self.lines: list[str] = []
         self.parts: list[str] = []
         self.verbatim = False  # the current line holds <pre> text: keep its indentation
+        # Kept as we go, so that the walk can stop near max_text_chars without measuring the
+        # text at every node: the exact length of the finished lines (with their newlines), and
+        # the length of the current line's parts, which overcounts the whitespace that
+        # flush() trims from its ends.
+        self.lines_size = 0
+        self.line_size = 0
+
+    @property
+    def size(self) -> int:
+        """The length of the text so far, give or take the current line's end whitespace."""
+        return self.lines_size + self.line_size
+
+    def add(self, text: str) -> None:
+        """Append ``text`` to the current line as it is (list marks, cell separators, ...)."""
+        self.parts.append(text)
+        self.line_size += len(text)
 
     def write(self, text: str, pre: bool) -> None:
         if pre:
@@ -318,20 +360,27 @@ class _TextWriter:
             for i, chunk in enumerate(chunks):
                 if i:
                     self.flush(keep_empty=True)
-                self.parts.append(chunk)
+                self.add(chunk)
                 self.verbatim = True
         else:
             collapsed = _SPACE.sub(" ", text)
             if collapsed.strip() or (self.parts and not self.parts[-1].endswith(" ")):
-                self.parts.append(collapsed)
+                self.add(collapsed)
 
     def flush(self, keep_empty: bool = False) -> None:
         line = "".join(self.parts)
         self.parts = []
         line = line.rstrip() if self.verbatim else line.strip()
         self.verbatim = False
+        self.line_size = 0
         if line or keep_empty:
             self.lines.append(line)
+            self.lines_size += len(line) + 1  # and its newline
+
+    def blank(self) -> None:
+        """End a block with an empty line."""
+        self.lines.append("")
+        self.lines_size += 1
 
     def text(self) -> str:
         self.flush()
@@ -353,12 +402,51 @@ def _cut_tags(markup: str, max_tags: int) -> str:
     return markup[:pos]
 
 
-def html_to_text(markup: str, base_url: str = "", *, max_tags: int = 30_000) -> tuple[str, str]:
+def _link_target(href: Any, base_url: str, max_chars: int) -> str | None:
+    """The absolute http(s) URL (without fragment) that ``href`` names, or None when the link
+    has none worth writing: no href, another scheme, longer than ``max_chars``, or unparseable.
+    """
+    if not isinstance(href, str) or not href.strip():
+        return None
+    href = href.strip()
+    try:
+        target = urljoin(base_url, href) if base_url else href
+        if urlsplit(target).scheme not in ("http", "https"):
+            return None
+        target = urldefrag(target)[0]
+    except ValueError:
+        # urllib refuses some hrefs outright ("http://[::1", "//[bad", "http://]x[/"). That is
+        # the page author's mistake, not a reason to lose the page: the anchor text stays.
+        return None
+    # A target the browser would refuse (over max_url_chars) is of no use to the agent, and
+    # writing it out is how a small page of links grows into a huge text.
+    return target if len(target) <= max_chars else None
+
+
+def _cut_text(text: str, max_chars: int, *, cut: bool = False) -> str:
+    """``text``, or its first ``max_chars`` characters and a line saying it was cut (also when
+    ``cut`` says some of it was dropped already)."""
+    if len(text) <= max_chars and not cut:
+        return text
+    return f"{text[:max_chars].rstrip()}\n\n[The text was cut at {max_chars:,} characters.]"
+
+
+def html_to_text(
+    markup: str,
+    base_url: str = "",
+    *,
+    max_tags: int = 30_000,
+    max_text_chars: int = MAX_TEXT_CHARS,
+    max_link_chars: int = 2048,
+) -> tuple[str, str]:
     """``(title, text)`` of an HTML document (see the module docstring for what is kept).
 
-    Links become ``[text](absolute URL)`` (relative ones resolved against ``base_url``); the walk
-    is iterative, so arbitrarily deep nesting costs no recursion. Linear in ``len(markup)``:
-    lxml parses it, and only the first ``max_tags`` tags are parsed.
+    Links become ``[text](absolute URL)`` (relative ones resolved against ``base_url``); a link
+    whose URL cannot be parsed, or is longer than ``max_link_chars``, keeps only its text. The
+    walk is iterative, so arbitrarily deep nesting costs no recursion. Linear in
+    ``len(markup)``: lxml parses it, and only the first ``max_tags`` tags are parsed. The text
+    is at most ``max_text_chars`` characters plus a line saying it was cut (the walk stops
+    there).
     """
     from bs4 import BeautifulSoup, Comment, Doctype, NavigableString, Tag
     from bs4 import ProcessingInstruction as PI
@@ -375,7 +463,16 @@ def html_to_text(markup: str, base_url: str = "", *, max_tags: int = 30_000) -> 
     ol_counts: dict[int, int] = {}
     pre_depth = 0
     content_depth = 0  # inside <main> / <article>: headers and footers there are content
+    # Stop walking once the text is surely past the cap: the rest could not be kept anyway, so
+    # it is not worth producing (a page of links could otherwise yield hundreds of times its
+    # size). The margin covers out.size's overcount (end whitespace of the current line), so
+    # text that fits is never dropped; the exact cut is made at the end.
+    stop_at = max_text_chars + max_text_chars // 4 + 1024
+    cut = False
     while stack:
+        if out.size > stop_at:
+            cut = True
+            break
         node, entering, info = stack.pop()
         if isinstance(node, NavigableString):
             if isinstance(node, (Comment, Doctype, PI)):
@@ -399,30 +496,28 @@ def html_to_text(markup: str, base_url: str = "", *, max_tags: int = 30_000) -> 
             if name == "pre":
                 pre_depth += 1
             if len(name) == 2 and name[0] == "h" and name[1] in "123456":
-                out.parts.append("#" * int(name[1]) + " ")
+                out.add("#" * int(name[1]) + " ")
             elif name == "li":
                 parent = node.parent
                 if isinstance(parent, Tag) and parent.name == "ol":
                     # Counted per list as we go: looking back at siblings would be quadratic.
                     index = ol_counts.get(id(parent), 0) + 1
                     ol_counts[id(parent)] = index
-                    out.parts.append(f"{index}. ")
+                    out.add(f"{index}. ")
                 else:
-                    out.parts.append("- ")
+                    out.add("- ")
             elif name in ("td", "th"):
                 previous = node.find_previous_sibling(["td", "th"])
                 if previous is not None:
-                    out.parts.append(" | ")
+                    out.add(" | ")
             elif name == "a":
-                href = attrs.get("href")
-                if isinstance(href, str) and href.strip():
-                    target = urljoin(base_url, href.strip()) if base_url else href.strip()
-                    if urlsplit(target).scheme in ("http", "https"):
-                        opened["link"] = (urldefrag(target)[0], len(out.lines), len(out.parts))
+                target = _link_target(attrs.get("href"), base_url, max_link_chars)
+                if target is not None:
+                    opened["link"] = (target, len(out.lines), len(out.parts))
             elif name == "img":
                 alt = attrs.get("alt")
                 if isinstance(alt, str) and alt.strip():
-                    out.parts.append(f"[image: {_SPACE.sub(' ', alt).strip()}]")
+                    out.add(f"[image: {_SPACE.sub(' ', alt).strip()}]")
             stack.append((node, False, opened))
             for child in reversed(node.contents):
                 stack.append((child, True, None))
@@ -432,11 +527,12 @@ def html_to_text(markup: str, base_url: str = "", *, max_tags: int = 30_000) -> 
                 target, lines_at_start, start = opened["link"]
                 if len(out.lines) != lines_at_start:
                     # The link spans blocks: its text is already written; add the target.
-                    out.parts.append(f" ({target})")
+                    out.add(f" ({target})")
                 else:
                     inner = "".join(out.parts[start:]).strip()
                     if inner:
                         out.parts[start:] = [f"[{inner}]({target})"]
+                        out.line_size += len(target) + 4
             if name == "pre":
                 pre_depth -= 1
             if name in ("main", "article"):
@@ -444,25 +540,39 @@ def html_to_text(markup: str, base_url: str = "", *, max_tags: int = 30_000) -> 
             if name in _BLOCK:
                 out.flush()
                 if name in ("p", "table", "ul", "ol", "pre", "blockquote") or name[:1] == "h":
-                    out.lines.append("")
-    return title, out.text()
+                    out.blank()
+    return title, _cut_text(out.text(), max_text_chars, cut=cut)
+
+
+_NOT_SPACE = re.compile(r"\S")
 
 
 def paginate(text: str, page_chars: int) -> list[str]:
     """``text`` cut into pages of at most ``page_chars`` characters, at line breaks where
-    possible (a longer line is cut at a space, else mid-word). Always at least one page."""
+    possible (a longer line is cut at a space, else mid-word). Always at least one page.
+
+    Linear in ``len(text)``: a long line is walked by offsets, each page sliced out once.
+    (Re-slicing the rest of the line for every page cost O(length**2 / page_chars): minutes for
+    one 28-million-character line.)
+    """
     pages: list[str] = []
     current: list[str] = []
     size = 0
     for line in text.split("\n"):
-        while len(line) > page_chars:
-            cut = line.rfind(" ", 0, page_chars)
-            cut = cut if cut > page_chars // 2 else page_chars
-            head, line = line[:cut], line[cut:].lstrip()
-            if current:
-                pages.append("\n".join(current))
-                current, size = [], 0
-            pages.append(head)
+        start = 0  # line[start:] is what is left of the line
+        if len(line) > page_chars:
+            while len(line) - start > page_chars:
+                end = start + page_chars
+                cut = line.rfind(" ", start, end)
+                cut = cut if cut - start > page_chars // 2 else end
+                if current:
+                    pages.append("\n".join(current))
+                    current, size = [], 0
+                pages.append(line[start:cut])
+                # The next page starts at the next non-space (the old ``.lstrip()``).
+                more = _NOT_SPACE.search(line, cut)
+                start = more.start() if more else len(line)
+            line = line[start:]
         if size + len(line) + 1 > page_chars and current:
             pages.append("\n".join(current))
             current, size = [], 0
@@ -483,7 +593,16 @@ _META_CHARSET = re.compile(
 )
 
 
+# Codecs Python decodes bytes with that are no page's character set: punycode and idna decode
+# host names (punycode in quadratic time: hours for a 2 MB body), the escape codecs read
+# backslash sequences, "undefined" always fails. A page naming one is read as if it named none.
+_NOT_CHARSETS = frozenset({"punycode", "idna", "unicode-escape", "raw-unicode-escape", "undefined"})
+
+
 def _decode(body: bytes, charset: str | None, html: bool) -> str:
+    """``body`` as text: in the charset of the ``Content-Type`` header, else of a ``<meta>``
+    tag, else UTF-8, else cp1252. The server picks the charset name, so a name that is not a
+    text encoding, or that fails, is passed over; this never raises."""
     candidates = []
     if charset:
         candidates.append(charset)
@@ -493,10 +612,18 @@ def _decode(body: bytes, charset: str | None, html: bool) -> str:
             candidates.append(match.group(1).decode("ascii"))
     for name in candidates:
         try:
-            codecs.lookup(name)
-        except LookupError:
+            codec = codecs.lookup(name[:40]).name
+        except (LookupError, ValueError):  # unknown, or a NUL in the name
             continue
-        return body.decode(name, errors="replace")
+        if codec in _NOT_CHARSETS:
+            continue
+        try:
+            return body.decode(codec, errors="replace")
+        except (LookupError, ValueError):
+            # codecs.lookup also finds bytes-to-bytes codecs (base64, hex, zlib, uu, rot13),
+            # which bytes.decode refuses with LookupError; some text codecs raise UnicodeError
+            # (a ValueError) even with errors="replace".
+            continue
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError:
@@ -510,6 +637,23 @@ def _looks_binary(body: bytes) -> bool:
 # ---------------------------------------------------------------------------------------------
 # The browser
 # ---------------------------------------------------------------------------------------------
+
+
+_NON_ASCII_BYTE = re.compile(rb"[\x80-\xff]")
+
+
+def _ascii_location(location: str) -> str:
+    """A ``Location`` header value with its non-ASCII bytes percent-encoded.
+
+    Only ASCII belongs there, yet servers send UTF-8 or Latin-1 bytes. ``http.client`` decodes
+    headers as Latin-1, so each character here is one byte as sent; percent-encoding those bytes
+    is how a URL carries them, and keeps either reading (``/caf%C3%A9``, ``/caf%E9``).
+    """
+    try:
+        raw = location.encode("latin-1")
+    except UnicodeEncodeError:  # not from http.client: take it as text
+        raw = location.encode("utf-8")
+    return _NON_ASCII_BYTE.sub(lambda m: b"%%%02X" % m.group()[0], raw).decode("ascii")
 
 
 def _origin(url: str) -> str:
@@ -643,6 +787,14 @@ class Browser:
                 f"{host} resolves to {blocked[0]}, a private, loopback, link-local or otherwise "
                 f"non-public address; only public web addresses can be browsed"
             )
+        if cfg.allowed_ports and port not in cfg.allowed_ports:
+            # Let through by allowed_networks only: then only on the allowed ports.
+            exempted = [ip for ip in ips if not address_allowed(ip)]
+            if exempted:
+                raise _AgentError(
+                    f"port {port} of {host} ({exempted[0]}) cannot be browsed; only public web "
+                    "addresses can be browsed"
+                )
 
         def check_headers(status: int, headers: Mapping[str, str]) -> None:
             if status != 200:
@@ -690,11 +842,24 @@ class Browser:
         if not ctype and _looks_binary(response.body):
             raise _AgentError(f"{url[:200]} is binary data, not a text page")
         html = ctype in _HTML_TYPES or (not ctype and b"<html" in response.body[:2048].lower())
-        text = _decode(response.body, response.charset, html)
-        if html:
-            title, text = html_to_text(text, url, max_tags=cfg.max_tags)
-        else:
-            title = ""
+        try:
+            text = _decode(response.body, response.charset, html)
+            if html:
+                title, text = html_to_text(
+                    text,
+                    url,
+                    max_tags=cfg.max_tags,
+                    max_text_chars=cfg.max_text_chars,
+                    max_link_chars=cfg.max_url_chars,
+                )
+            else:
+                title, text = "", _cut_text(text, cfg.max_text_chars)
+        except (ValueError, LookupError, RecursionError) as e:
+            # A last line of defence: decoding and parsing handle every page we know of, but
+            # the page is the server's choice and must not end the episode. It is unreadable.
+            raise _AgentError(
+                f"{url[:200]} could not be read as text ({type(e).__name__}: {str(e)[:100]})"
+            ) from None
         return _Document(
             final_url=url,
             title=title,
@@ -709,7 +874,17 @@ class Browser:
             location = stop.headers.get("location", "").strip()
             if not location:
                 raise _AgentError(f"{url[:200]} redirects (HTTP {status}) without a Location")
-            return urljoin(url, location)
+            try:
+                return urljoin(url, _ascii_location(location))
+            except ValueError:  # "http://[::1": urllib cannot parse it
+                message = (
+                    f"{url[:200]} redirects (HTTP {status}) to a malformed URL {location[:100]!r}"
+                )
+                if infra:
+                    raise InfrastructureError(
+                        f"the local web at {_origin(url)} failed: {message}"
+                    ) from None
+                raise _AgentError(message) from None
         if infra and status >= 500:
             raise InfrastructureError(f"the local web at {_origin(url)} answered HTTP {status}")
         raise _AgentError(f"{url[:200]} answered HTTP {status}")

@@ -60,7 +60,10 @@ class HttpError(LLMMarlError, OSError):
     * ``"connect"``: the TCP/TLS connection could not be made (refused, unreachable, bad TLS);
     * ``"protocol"``: the server broke HTTP (garbage status line, connection reset mid-body,
       a body shorter than its ``Content-Length``);
-    * ``"invalid_url"``: ``requests`` refused the URL.
+    * ``"invalid_url"``: ``requests`` (or ``urllib``) refused the URL.
+
+    A response ``requests`` cannot process (e.g. a header it fails to decode) is ``"protocol"``
+    too: whatever a server sends must end as an ``HttpError``, never as another exception.
     """
 
     def __init__(self, kind: str, message: str) -> None:
@@ -120,6 +123,21 @@ def _shutdown(sock: socket.socket) -> None:
     # shutdown (not close) wakes a thread blocked in recv on this socket; the owner closes it.
     with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
+
+
+class _OneHopSession(requests.Session):
+    """A session that never works out where a redirect leads.
+
+    ``requests`` pre-computes the next hop of a redirect even with ``allow_redirects=False``
+    (for ``Response.next``): it decodes the ``Location`` header as UTF-8 and parses it as a URL,
+    so a server sending ``Location: /caf\\xe9`` (Latin-1) or ``Location: http://[::1`` made
+    ``session.request`` raise ``UnicodeDecodeError`` / ``ValueError``, which are not a
+    ``RequestException``. We never follow redirects here (callers do, re-checking each hop),
+    so there is no target to compute; the ``Location`` header still reaches the caller as sent.
+    """
+
+    def get_redirect_target(self, resp: requests.Response) -> str | None:
+        return None
 
 
 def _guarded_adapter(guard: _SocketGuard, connect_ip: str | None, hostname: str) -> HTTPAdapter:
@@ -221,15 +239,18 @@ def http_request(
         raise HttpError("deadline", "no time left for the request")
     start = time.monotonic()
     end = start + timeout
-    hostname = urlsplit(url).hostname or ""
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname or ""
+    except ValueError as e:  # "http://[::1": urllib refuses it before requests sees it
+        raise HttpError("invalid_url", f"invalid URL: {e}") from None
     guard = _SocketGuard()
     timer = threading.Timer(timeout, guard.fire)
     timer.daemon = True
     send_headers = dict(headers or {})
     if connect_ip is not None:
-        netloc = urlsplit(url).netloc.rpartition("@")[2]
-        send_headers["Host"] = netloc
-    session = requests.Session()
+        send_headers["Host"] = parts.netloc.rpartition("@")[2]
+    session = _OneHopSession()
     session.trust_env = trust_env
     adapter = _guarded_adapter(guard, connect_ip, hostname)
     session.mount("http://", adapter)
@@ -273,6 +294,11 @@ def http_request(
             raise failure("deadline", "timed out", e) from None
         except requests.exceptions.RequestException as e:
             raise failure("protocol", "request failed", e) from None
+        except ValueError as e:
+            # Outside RequestException: what requests or urllib3 raise on a response they
+            # cannot process (a header that does not decode or parse; UnicodeError is a
+            # ValueError). The server sent it, so it is a failed exchange like any other.
+            raise failure("protocol", "the response could not be processed", e) from None
         try:
             status = response.status_code
             lower = {k.lower(): v for k, v in response.headers.items()}

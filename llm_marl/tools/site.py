@@ -312,6 +312,7 @@ class LocalSite:
         its failures as infrastructure failures (plus ``overrides``)."""
         fields: dict[str, Any] = {
             "allowed_networks": (f"{self.host}/32",),
+            "allowed_ports": (self.port,),  # not every other service on 127.0.0.1
             "infrastructure_origins": (self.base_url,),
         }
         fields.update(overrides)

@@ -224,6 +224,40 @@ def test_allowed_networks():
         BrowseConfig(allowed_networks=("not-a-network",))
 
 
+@pytest.mark.parametrize("ports", [(0,), (65536,), (True,), ("80",), (8.0,)], ids=repr)
+def test_allowed_ports_must_be_ports(ports):
+    with pytest.raises(ValueError, match="allowed_ports"):
+        BrowseConfig(allowed_networks=LOCAL, allowed_ports=ports)
+
+
+def test_allowed_ports_close_the_other_local_services():
+    """127.0.0.1/32 let the agent read every service on the machine; now only the listed port."""
+    with FakeWeb() as site, FakeWeb() as other:
+        for server in (site, other):
+            server.route("/", Reply(body=f"<title>{server.port}</title><p>port {server.port}</p>"))
+        site.route("/away", redirect(other.url("/")))
+        site.route("/away-alias", redirect(f"http://2130706433:{other.port}/"))
+        browser = local_browser(allowed_ports=(site.port,))
+        for url in (site.url("/"), f"http://localhost:{site.port}/"):
+            page = browser.browse(url)
+            assert page.ok and f"port {site.port}" in page.text, page.error
+        for url in (
+            other.url("/"),
+            f"http://localhost:{other.port}/",
+            f"http://2130706433:{other.port}/",
+            f"http://0x7f.1:{other.port}/",
+            site.url("/away"),
+            site.url("/away-alias"),
+        ):
+            assert f"port {other.port} of " in error_of(browser.browse(url)), url
+        assert other.count("/") == 0  # refused before any connection
+        # Without allowed_ports the network alone decides (any port), as before.
+        assert local_browser().browse(other.url("/")).ok
+        # Public addresses are not limited to the listed ports: the check names only exempted
+        # (non-public) addresses.
+        assert browse_module.address_allowed("93.184.215.14")
+
+
 @pytest.mark.parametrize(
     "url",
     [
@@ -618,3 +652,286 @@ def test_https_to_the_checked_address_verifies_the_name(monkeypatch, tls_files):
         assert "could not fetch" in error_of(wrong)
         # And without trusting the test certificate, nothing verifies.
         assert error_of(local_browser().browse(f"https://secure.test:{secure.port}/"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile pages: whatever a server sends ends as a page or an error for the agent, never as an
+# exception out of browse(), and costs linear time and bounded text.
+# ---------------------------------------------------------------------------------------------
+
+# codecs.lookup finds these, but bytes.decode refuses them (not text encodings: LookupError),
+# fails with them even under errors="replace" (UnicodeError), or they are no page's charset
+# (punycode decodes in quadratic time, unicode_escape reads backslashes).
+NOT_CHARSETS = [
+    "rot13",
+    "base64",
+    "hex",
+    "zlib",
+    "uu",
+    "bz2",
+    "quopri",
+    "undefined",
+    "idna",
+    "punycode",
+    "unicode_escape",
+    "raw_unicode_escape",
+    "no-such-charset",
+]
+
+
+@pytest.mark.parametrize("charset", NOT_CHARSETS)
+@pytest.mark.parametrize("ctype", ["text/html", "text/plain"])
+def test_a_header_charset_that_is_no_text_encoding_falls_back(web, charset, ctype):
+    web.route(
+        "/p",
+        Reply(
+            body="<p>café \\u00e9 done</p>", headers={"Content-Type": f"{ctype}; charset={charset}"}
+        ),
+    )
+    page = local_browser().browse(web.url("/p"))
+    assert page.ok, page.error
+    assert "café \\u00e9 done" in page.text  # read as UTF-8, backslashes left alone
+
+
+@pytest.mark.parametrize("charset", ["hex", "uu", "rot13", "base64", "undefined", "idna"])
+def test_a_meta_charset_that_is_no_text_encoding_falls_back(web, charset):
+    body = f'<meta charset="{charset}"><p>caf\xe9</p>'.encode("cp1252")  # not UTF-8
+    web.route("/p", Reply(body=body, headers={"Content-Type": "text/html"}))
+    page = local_browser().browse(web.url("/p"))
+    assert page.ok, page.error
+    assert "café" in page.text
+
+
+def test_real_charsets_are_still_used(web):
+    web.route(
+        "/koi8",
+        Reply(
+            body="<p>привет</p>".encode("koi8-r"),
+            headers={"Content-Type": "text/html; charset=koi8-r"},
+        ),
+    )
+    # A refused header charset does not hide a good <meta> one.
+    body = '<meta charset="windows-1251"><p>привет</p>'.encode("cp1251")
+    web.route("/meta", Reply(body=body, headers={"Content-Type": "text/html; charset=rot13"}))
+    browser = local_browser()
+    for path in ("/koi8", "/meta"):
+        page = browser.browse(web.url(path))
+        assert page.ok and "привет" in page.text, (path, page)
+
+
+@pytest.mark.parametrize(
+    "charset", [*NOT_CHARSETS, "utf-16", "utf-32", "utf-8", "utf\x008", "x" * 10_000, ""]
+)
+@pytest.mark.parametrize("body", [b"", b"abc", b"\xff\xfe\x00", "caf\xe9".encode("cp1252")])
+def test_decode_never_raises(charset, body):
+    text = browse_module._decode(body, charset, html=True)
+    assert isinstance(text, str)
+    text = browse_module._decode(
+        b'<meta charset="' + charset[:40].encode("ascii", "replace") + b'">' + body, None, html=True
+    )
+    assert isinstance(text, str)
+
+
+BAD_HREFS = ["http://[::1", "//[bad", "http://]x[/", "https://[zz", "https://[::1/path", "//]x["]
+
+
+@pytest.mark.parametrize("href", BAD_HREFS)
+@pytest.mark.parametrize("base", ["http://x.test/dir/page", ""])
+def test_an_unparseable_link_keeps_its_text(href, base):
+    markup = f'<p>see <a href="{href}">the anchor</a> and <a href="http://ok.test/y">good</a></p>'
+    _, text = html_to_text(markup, base)
+    assert text == "see the anchor and [good](http://ok.test/y)"
+
+
+@pytest.mark.parametrize("href", BAD_HREFS)
+def test_a_page_with_an_unparseable_link_is_read(web, href):
+    web.route(
+        "/p", Reply(body=f'<title>T</title><p>before <a href="{href}">bad link</a> after</p>')
+    )
+    page = local_browser().browse(web.url("/p"))
+    assert page.ok, page.error
+    assert "before bad link after" in page.text
+
+
+def test_parseable_links_are_unchanged():
+    markup = '<p><a href="/a#x">A</a> <a href="b?q=1">B</a> <a href="//h.test/c">C</a></p>'
+    _, text = html_to_text(markup, "https://site.test/dir/")
+    assert text == "[A](https://site.test/a) [B](https://site.test/dir/b?q=1) [C](https://h.test/c)"
+
+
+@pytest.mark.parametrize(
+    "location, path",
+    [
+        ("/caf\xe9", "/caf%E9"),  # Latin-1 bytes on the wire
+        ("/caf\xc3\xa9", "/caf%C3%A9"),  # UTF-8 bytes on the wire
+        ("caf\xe9?q=\xff", "/caf%E9"),  # relative, with a query
+    ],
+)
+def test_a_non_ascii_redirect_is_followed_percent_encoded(web, location, path):
+    web.route("/old", Reply(status=301, headers={"Location": location}))
+    web.route(path, Reply(body="<p>arrived</p>"))
+    page = local_browser().browse(web.url("/old"))
+    assert page.ok, page.error
+    assert "arrived" in page.text and page.final_url.startswith(web.url(path))
+
+
+@pytest.mark.parametrize("location", ["http://[::1", "http://]x[/", "//[bad"])
+def test_a_malformed_redirect_is_the_agents_error(web, location):
+    web.route("/go", Reply(status=302, headers={"Location": location}))
+    assert "malformed URL" in error_of(local_browser().browse(web.url("/go")))
+
+
+def test_a_malformed_redirect_from_the_infrastructure_raises(web):
+    web.route("/go", Reply(status=302, headers={"Location": "http://[::1"}))
+    web.route("/latin", Reply(status=302, headers={"Location": "/caf\xe9"}))
+    web.route("/caf%E9", Reply(body="<p>ok</p>"))
+    browser = local_browser(infrastructure_origins=(web.base_url,))
+    with pytest.raises(InfrastructureError, match="malformed URL"):
+        browser.browse(web.url("/go"))
+    assert browser.browse(web.url("/latin")).ok
+
+
+def test_the_browse_tool_survives_hostile_pages(web):
+    web.route("/href", Reply(body='<p>See <a href="http://[::1">this</a></p>'))
+    web.route(
+        "/charset", Reply(body="<p>x</p>", headers={"Content-Type": "text/html; charset=rot13"})
+    )
+    web.route("/redirect", Reply(raw=b"HTTP/1.0 301 Moved\r\nLocation: /caf\xe9\r\n\r\n"))
+    web.route("/v6", Reply(raw=b"HTTP/1.0 302 Found\r\nLocation: http://[::1\r\n\r\n"))
+    box = Toolbox([browse_tool(local_browser())])
+    results = {}
+    for path in ("/href", "/charset", "/redirect", "/v6"):
+        call = f'<tool_call>{{"name": "browse", "arguments": {{"url": "{web.url(path)}"}}}}</tool_call>'
+        results[path] = box.run(call)[0]
+    assert not results["/href"].is_error and "See this" in results["/href"].content
+    assert not results["/charset"].is_error and "x" in results["/charset"].content
+    assert results["/redirect"].is_error and "HTTP 404" in results["/redirect"].content
+    assert results["/v6"].is_error and "malformed URL" in results["/v6"].content
+
+
+# Pagination and text size
+
+
+def reference_paginate(text: str, page_chars: int) -> list[str]:
+    """The original (quadratic) paginate, kept as the specification of its output."""
+    pages: list[str] = []
+    current: list[str] = []
+    size = 0
+    for line in text.split("\n"):
+        while len(line) > page_chars:
+            cut = line.rfind(" ", 0, page_chars)
+            cut = cut if cut > page_chars // 2 else page_chars
+            head, line = line[:cut], line[cut:].lstrip()
+            if current:
+                pages.append("\n".join(current))
+                current, size = [], 0
+            pages.append(head)
+        if size + len(line) + 1 > page_chars and current:
+            pages.append("\n".join(current))
+            current, size = [], 0
+        current.append(line)
+        size += len(line) + 1
+    if current:
+        pages.append("\n".join(current))
+    pages = [p.strip("\n") for p in pages if p.strip()]
+    return pages or [""]
+
+
+def test_paginate_matches_the_reference():
+    import random
+
+    rng = random.Random(1234)
+    pieces = ["a", "bc", " ", "   ", "\n", "\t", "\u00a0", "\u2003", "word", "\x1c"]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 80)))
+        page_chars = rng.randint(1, 30)
+        assert paginate(text, page_chars) == reference_paginate(text, page_chars), (
+            text,
+            page_chars,
+        )
+
+
+@pytest.mark.parametrize("unit", ["x", "word ", "ab  \t "])
+def test_paginate_a_2m_char_line(unit):
+    line = unit * (2_000_000 // len(unit))
+    pages = paginate(line, 2000)
+    assert all(0 < len(p) <= 2000 for p in pages)
+    assert "".join(pages).replace(" ", "").replace("\t", "") == line.replace(" ", "").replace(
+        "\t", ""
+    )
+    assert len(pages) <= 2 * len(line) // 2000 + 1
+
+
+@pytest.mark.timeout(60)
+def test_paginate_is_linear_in_a_long_line():
+    # Re-slicing the rest of the line per page copied ~L**2 / (2 * page_chars) = 2e12
+    # characters here (minutes); walking offsets copies each character once.
+    line = "y" * 20_000_000
+    pages = paginate(line, 100)
+    assert len(pages) == 200_000 and pages[-1] == "y" * 100
+
+
+def link_page(links: int) -> str:
+    return "<html><body><p>" + '<a href="?">y</a>' * links + "</p></body></html>"
+
+
+LONG_BASE = "http://127.0.0.1:8/" + "a" * 1950
+
+
+def test_link_amplification_is_bounded():
+    limit = 100_000
+    sizes = []
+    for links in (1000, 2000, 4000):
+        _, text = html_to_text(link_page(links), LONG_BASE, max_text_chars=limit)
+        sizes.append(len(text))
+        # Without the cap each 16-byte link became ~2 KB: 4000 links, 8 million characters.
+        assert len(text) <= limit + 100
+        assert text.endswith(f"[The text was cut at {limit:,} characters.]")
+        assert text.startswith(f"[y]({LONG_BASE})")
+    assert sizes[0] == sizes[1] == sizes[2]
+
+
+def test_the_default_text_cap_holds_on_the_probe_page():
+    _, text = html_to_text(link_page(14_000), LONG_BASE)
+    assert len(text) <= browse_module.MAX_TEXT_CHARS + 100
+    assert text.endswith("characters.]")
+
+
+def test_text_under_the_cap_is_untouched():
+    _, text = html_to_text(link_page(40), LONG_BASE, max_text_chars=100_000)
+    assert text.count(f"[y]({LONG_BASE})") == 40 and "cut at" not in text
+    _, full = html_to_text(ARTICLE, "https://site.test/wiki/Page")
+    _, capped = html_to_text(ARTICLE, "https://site.test/wiki/Page", max_text_chars=len(full))
+    assert capped == full
+    _, cut = html_to_text(ARTICLE, "https://site.test/wiki/Page", max_text_chars=len(full) - 1)
+    assert cut.startswith(full[:100]) and cut.endswith(f"cut at {len(full) - 1:,} characters.]")
+
+
+def test_a_link_longer_than_max_link_chars_keeps_only_its_text():
+    markup = '<p><a href="/short">short</a> <a href="/' + "z" * 300 + '">long</a></p>'
+    _, text = html_to_text(markup, "http://h.test/", max_link_chars=200)
+    assert text == "[short](http://h.test/short) long"
+    _, text = html_to_text(markup, "http://h.test/", max_link_chars=400)
+    assert text.count("](") == 2
+
+
+def test_the_browser_caps_text_and_links(web):
+    web.route("/" + "a" * 1000, Reply(body=link_page(3000)))
+    browser = local_browser(max_text_chars=50_000, page_chars=2000)
+    page = browser.browse(web.url("/" + "a" * 1000))
+    assert page.ok and page.pages <= 26
+    last = browser.browse(page.url, page.pages)
+    assert last.text.endswith("[The text was cut at 50,000 characters.]")
+    # Links the browser could not open (longer than max_url_chars) are not written out.
+    web.route("/" + "b" * 1000, Reply(body='<p><a href="?q=1">y</a> <a href="/">home</a></p>'))
+    url = web.url("/" + "b" * 1000)
+    short = local_browser(max_url_chars=len(url)).browse(url)
+    assert short.ok and short.text == f"y [home]({web.url('/')})"
+    web.route("/plain", Reply(body="t" * 10_000, headers={"Content-Type": "text/plain"}))
+    plain = local_browser(max_text_chars=1000).browse(web.url("/plain"))
+    assert plain.ok and plain.pages == 1 and plain.text.endswith("cut at 1,000 characters.]")
+
+
+def test_max_text_chars_must_be_positive():
+    with pytest.raises(ValueError, match="max_text_chars"):
+        BrowseConfig(max_text_chars=0)

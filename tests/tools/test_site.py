@@ -178,3 +178,13 @@ def test_concurrent_browsing():
         for t in threads:
             t.join()
         assert failures == []
+
+
+def test_the_sites_browser_reaches_the_site_and_no_other_local_port():
+    with LocalSite(DOCS) as site, LocalSite(DOCS[:1]) as other:
+        browser = site.browser()
+        assert site.browse_config().allowed_ports == (site.port,)
+        assert browser.browse(site.url_for("kiss")).ok
+        for url in (other.url_for("shirley"), f"http://localhost:{other.port}/"):
+            page = browser.browse(url)
+            assert page.error is not None and f"port {other.port} of " in page.error
