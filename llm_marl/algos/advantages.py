@@ -78,8 +78,9 @@ def group_advantages(
     n = len(r)
     if n == 0:
         return []
-    if any(math.isnan(x) for x in r):
-        raise ValueError(f"rewards contain NaN: {r}")
+    if not all(math.isfinite(x) for x in r):
+        # inf passes a NaN check, then inf - inf makes every advantage of the group NaN.
+        raise ValueError(f"rewards must be finite: {r}")
     total = sum(r)
     if baseline == "mean":
         adv = [x - total / n for x in r]

@@ -83,6 +83,7 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import math
 import warnings
 from abc import abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
@@ -440,7 +441,7 @@ class LLMParallelEnv(ParallelEnv):
         if terminated or truncated:
             self._active = set()
 
-        reward = 0.0 if error is not None else float(transition.reward)
+        reward = 0.0 if error is not None else self._checked_reward(transition.reward)
         agents = list(self.agents)
         observations = self._observations()
         rewards = dict.fromkeys(agents, reward)
@@ -455,6 +456,26 @@ class LLMParallelEnv(ParallelEnv):
         if self.render_mode == "human":
             self.render()
         return observations, rewards, terminations, truncations, infos
+
+    def _checked_reward(self, reward: Any) -> float:
+        """``reward`` as a finite float, else a one-line error naming the env.
+
+        One NaN would stop training at the advantage and one inf would turn the whole step's
+        loss into NaN for every agent; raised here, the rollout drops just this episode. A
+        string is refused too: ``float("0.75")`` would hide a reward function's bug."""
+        name = type(self).__name__
+        if isinstance(reward, (str, bytes)):
+            raise TypeError(f"{name}.transition returned the reward {reward!r}; expected a number")
+        try:
+            value = float(reward)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"{name}.transition returned the reward {reward!r} "
+                f"({type(reward).__name__}); expected a number"
+            ) from None
+        if not math.isfinite(value):
+            raise ValueError(f"{name}.transition returned a non-finite reward ({value})")
+        return value
 
     def end_episode(self) -> None:
         """End the current episode now, between two steps.

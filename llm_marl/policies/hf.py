@@ -26,7 +26,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -468,6 +468,21 @@ class HFPolicy(ChatTokenPolicy):
         # set_adapter freezes every other adapter; restore each policy's own setting.
         self._apply_requires_grad()
 
+    @contextlib.contextmanager
+    def _adapters_disabled(self) -> Iterator[None]:
+        """The base model (every adapter off) for the reference pass (caller holds the lock).
+
+        Leaving peft's ``disable_adapter`` re-enables the active adapter through
+        ``set_adapter``, which makes that adapter trainable and freezes every other one: after a
+        reference pass while a frozen partner's adapter was active, the trainable adapter had
+        ``requires_grad=False`` (and an optimizer built then found nothing to train). Each
+        policy's own setting is restored on the way out, interrupted or not."""
+        try:
+            with self.model.disable_adapter():
+                yield
+        finally:
+            self._apply_requires_grad()
+
     def train(self) -> HFPolicy:
         """Put the model in training mode (dropout on). Returns ``self``."""
         self.model.train()
@@ -660,6 +675,14 @@ class HFPolicy(ChatTokenPolicy):
             if len(c):
                 ids[i, p_width : p_width + len(c)] = torch.tensor(list(c), dtype=torch.long)
                 mask[i, p_width : p_width + len(c)] = 1
+        vocab = self.model.get_input_embeddings().num_embeddings
+        low, high = int(ids.min()), int(ids.max())
+        if low < 0 or high >= vocab:
+            # Else a bare "IndexError: index out of range in self" from the embedding, mid-update.
+            raise ValueError(
+                f"policy {self.name!r}: token id {low if low < 0 else high} is outside its "
+                f"vocabulary [0, {vocab})"
+            )
         ids, mask = ids.to(device), mask.to(device)
         # Positions count real tokens only, exactly as generate() numbers a left-padded prompt.
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -676,7 +699,7 @@ class HFPolicy(ChatTokenPolicy):
             ctx: Any
             if reference:
                 if self.adapter is not None:
-                    model, ctx = self.model, self.model.disable_adapter()
+                    model, ctx = self.model, self._adapters_disabled()
                 else:
                     model, ctx = self.reference_model, contextlib.nullcontext()
                 grad: Any = torch.no_grad()

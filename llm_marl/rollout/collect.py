@@ -404,11 +404,23 @@ def generate_batch(
         return [f"policy {name!r} failed: {err}"] * len(conversations)
     if on_generate is not None:
         on_generate(policy, len(conversations))
+    # A policy's own bug, not a reply that failed: raised, like a wrong count, naming the policy.
+    if not isinstance(completions, Sequence) or isinstance(completions, (str, bytes)):
+        raise TypeError(
+            f"policy {name!r}.generate returned {type(completions).__name__}; expected a list "
+            "of Completion"
+        )
     if len(completions) != len(conversations):
         raise RuntimeError(
             f"policy {name!r} returned {len(completions)} completions for "
             f"{len(conversations)} prompts"
         )
+    for c in completions:
+        if not isinstance(c, Completion):
+            raise TypeError(
+                f"policy {name!r}.generate returned a {type(c).__name__} among its "
+                "completions; expected Completion (llm_marl.policies.base)"
+            )
     out: list[Completion | str] = []
     for c in completions:
         if c.finish_reason == "error":

@@ -9,6 +9,7 @@ stream in which env-produced text (feedback, tool results) sits between completi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,7 +101,8 @@ class Trajectory:
         token ids (text-only policies) are left out.
 
         Raises ``ValueError`` for a turn that is not a consistent token record (completion ids
-        without prompt ids, or a log-prob count that differs from the generated token count).
+        without prompt ids, a log-prob count that differs from the generated token count, or a
+        log-prob that is NaN or infinite).
         """
         out: list[Segment] = []
         ids: list[int] = []  # the current stream: prompt, completions, env tokens
@@ -120,6 +122,12 @@ class Trajectory:
                 raise ValueError(
                     f"agent {self.agent!r}: turn {k} has {len(turn.logprobs)} log-probs for "
                     f"{n} generated tokens"
+                )
+            if turn.logprobs is not None and not all(map(math.isfinite, turn.logprobs)):
+                # A NaN old log-prob is clamped out of the ratio (that token silently stops
+                # learning) and turns the logged loss into NaN.
+                raise ValueError(
+                    f"agent {self.agent!r}: turn {k} has a non-finite sampling log-prob"
                 )
             extends = turn.continues_stream and turn.prompt_ids[: len(ids)] == ids
             if ids and not extends:

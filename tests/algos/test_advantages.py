@@ -99,8 +99,9 @@ def test_bad_names_and_nan_raise():
         group_advantages([1.0, 0.0], baseline="median")
     with pytest.raises(ValueError, match="unknown advantage scale"):
         group_advantages([1.0, 0.0], scale="max")
-    with pytest.raises(ValueError, match="NaN"):
-        group_advantages([1.0, float("nan")])
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        with pytest.raises(ValueError, match="finite"):
+            group_advantages([1.0, bad])
 
 
 def test_discounted_returns():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import llm_marl
@@ -168,3 +169,49 @@ def test_success_is_reported_on_the_final_step_only(env_id, task_id, action, exp
     assert all("success" not in i for i in infos.values()), "not on an intermediate step"
     _, _, _, _, infos = env.step({"listener": action})
     assert all(i["success"] is expected for i in infos.values())
+
+
+class RewardEnv(LLMParallelEnv):
+    """One agent, one step; the reward is whatever the task says."""
+
+    metadata = {"name": "reward-v0"}
+    possible_agents = ["a"]
+
+    def default_tasks(self):
+        return [{"task_id": "t", "reward": 1.0}]
+
+    def setup_episode(self, task):
+        self.say("a", "go")
+        self.set_active(["a"])
+
+    def transition(self, actions):
+        return Transition(reward=self.task["reward"], done=True)
+
+
+@pytest.mark.parametrize(
+    ("reward", "error"),
+    [
+        (float("nan"), ValueError),
+        (float("inf"), ValueError),
+        (-float("inf"), ValueError),
+        (np.float32("nan"), ValueError),
+        (None, TypeError),
+        ("0.75", TypeError),
+        (b"1", TypeError),
+        ([1.0], TypeError),
+    ],
+    ids=repr,
+)
+def test_a_reward_that_is_not_a_finite_number_is_refused(reward, error):
+    env = RewardEnv(tasks=[{"task_id": "t", "reward": reward}])
+    env.reset(seed=0)
+    with pytest.raises(error, match="RewardEnv.transition returned"):
+        env.step({"a": "x"})
+
+
+@pytest.mark.parametrize("reward", [1, -2.5, True, np.float32(0.5), np.int64(3)], ids=repr)
+def test_real_numbers_of_any_type_are_rewards(reward):
+    env = RewardEnv(tasks=[{"task_id": "t", "reward": reward}])
+    env.reset(seed=0)
+    _, rewards, *_ = env.step({"a": "x"})
+    assert rewards == {"a": float(reward)} and type(rewards["a"]) is float

@@ -135,6 +135,21 @@ def test_a_generation_engine_samples_and_its_rows_stay_as_sampled(tiny_lm_path):
     assert [(c.token_ids, c.finish_reason) for c in out] == [([5], "stop")] * 3
 
 
+@pytest.mark.parametrize(
+    ("prompts", "completions"),
+    [([[1, 2]], [[3, 10**6]]), ([[-1, 2]], [[3]]), ([[1], [2]], [[3], [4, 512]])],
+    ids=["huge completion id", "negative prompt id", "vocab size itself"],
+)
+def test_token_ids_outside_the_vocabulary_are_a_clear_error(tiny_lm_path, prompts, completions):
+    policy = HFPolicy(tiny_lm_path, trainable=True, seed=0)
+    vocab = policy.model.get_input_embeddings().num_embeddings
+    assert vocab == 512  # the tiny model's; the last case names it
+    before = [p.detach().clone() for p in policy.parameters()]
+    with pytest.raises(ValueError, match=r"token id -?\d+ is outside its vocabulary \[0, 512\)"):
+        policy.sequence_logprobs(prompts, completions)
+    assert all(torch.equal(a, b) for a, b in zip(before, policy.parameters()))
+
+
 def test_generate_logprobs_match_sequence_logprobs(tiny_lm_path):
     policy = HFPolicy(tiny_lm_path, trainable=True, seed=0)
     sampling = SamplingParams(max_new_tokens=16, temperature=0.7, seed=5)
@@ -451,6 +466,38 @@ def test_shared_lora_frozen_adapter(tiny_lm_path):
     actor_params = critic._state.adapter_params["actor"]
     assert actor_params and not any(p.requires_grad for p in actor_params)
     assert not actor.sequence_logprobs([[1, 2]], [[3, 4]])[0].requires_grad
+
+
+@pytest.mark.parametrize("reference_of", ["critic", "actor"])
+@pytest.mark.parametrize("active", ["critic", "actor"])
+def test_a_reference_pass_keeps_each_adapters_trainability(tiny_lm_path, active, reference_of):
+    """Leaving peft's disable_adapter made the active adapter trainable and froze the others:
+    with the frozen actor's adapter active, the critic's became frozen."""
+    policies = HFPolicy.shared_lora(
+        tiny_lm_path, ["critic", "actor"], _lora(), trainable={"critic": True, "actor": False}
+    )
+    params = policies["critic"]._state.adapter_params
+    with torch.no_grad():
+        policies[active].sequence_logprobs([[1, 2]], [[3, 4]])  # makes its adapter active
+    policies[reference_of].sequence_logprobs([[1, 2]], [[3, 4]], reference=True)
+    assert all(p.requires_grad for p in params["critic"])
+    assert not any(p.requires_grad for p in params["actor"])
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupted(*args, **kwargs):
+        raise Interrupted
+
+    embeddings = policies["critic"].model.get_input_embeddings()
+    embeddings.forward = interrupted  # a Ctrl-C in the middle of the reference pass
+    try:
+        with pytest.raises(Interrupted):
+            policies[reference_of].sequence_logprobs([[1, 2]], [[3, 4]], reference=True)
+    finally:
+        del embeddings.forward
+    assert all(p.requires_grad for p in params["critic"])
+    assert not any(p.requires_grad for p in params["actor"])
 
 
 # ---------------------------------------------------------------------------- checkpoints

@@ -236,3 +236,53 @@ def test_an_env_that_raises_in_every_episode_never_crashes_training(where):
     # Evaluation asks for the bug to be reported instead.
     with pytest.raises(ValueError, match="env bug"):
         collect(factory, HONEST, group_size=2, progress=False, raise_if_env_always_fails=True)
+
+
+@pytest.mark.parametrize(
+    "bad", [float("nan"), float("inf"), float("-inf"), None, "0.75", [1.0]], ids=repr
+)
+def test_a_bad_reward_fails_only_its_episodes(bad):
+    """One NaN stopped the step at the advantage; one inf made every agent's loss NaN."""
+    base = type(llm_marl.make("referential-v0").unwrapped)
+
+    class BadReward(base):  # type: ignore[valid-type,misc]
+        def transition(self, actions):
+            transition = super().transition(actions)
+            if self.task["task_id"] == BAD_TASK:
+                transition.reward = bad
+            return transition
+
+    with pytest.warns(RuntimeWarning, match=r"2 of 8 episode\(s\) failed.*reward"):
+        eps = collect(BadReward, HONEST, group_size=2, progress=False)
+    error = "ValueError" if isinstance(bad, float) else "TypeError"
+    _check_only_bad_task_failed(eps, f"env raised {error}")
+
+
+class Returning:
+    """A user policy whose generate returns ``make(conversations)``: a bug in the policy."""
+
+    trainable = False
+    name = "buggy"
+
+    def __init__(self, make) -> None:
+        self.make = make
+
+    def generate(self, conversations, sampling, contexts=None):
+        return self.make(conversations)
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "match"),
+    [
+        (lambda convs: None, TypeError, "returned NoneType"),
+        (lambda convs: "1", TypeError, "returned str"),
+        (lambda convs: [target_of(c) for c in convs], TypeError, "a str among"),
+        (lambda convs: [Completion("1")] * (len(convs) - 1) + [None], TypeError, "a NoneType"),
+        (lambda convs: [Completion("1")] * (len(convs) + 1), RuntimeError, "completions for"),
+    ],
+    ids=["None", "str", "list of str", "one None", "one too many"],
+)
+def test_a_policy_returning_the_wrong_type_is_named_in_the_error(make, error, match):
+    policies = {"speaker": Returning(make), "listener": ScriptedPolicy(listener_reads)}
+    with pytest.raises(error, match=rf"policy 'buggy'.*{match}"):
+        collect("referential-v0", policies, group_size=2, progress=False)

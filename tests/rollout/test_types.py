@@ -88,3 +88,13 @@ def test_inconsistent_token_records_are_rejected():
         Trajectory("a", "p", True, [_turn(0, [], [5])]).segments()
     with pytest.raises(ValueError, match="2 log-probs for 1 generated tokens"):
         Trajectory("a", "p", True, [_turn(0, [1], [5], [-1.0, -2.0])]).segments()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("-inf"), float("inf")])
+def test_a_non_finite_sampling_logprob_is_rejected(bad):
+    with pytest.raises(ValueError, match="turn 1 has a non-finite sampling log-prob"):
+        Trajectory(
+            "a", "p", True, [_turn(0, [1], [5], [-1.0]), _turn(1, [1, 5, 6], [7, 8], [-0.1, bad])]
+        ).segments()
+    # Finite ones pass, 0.0 included (a certain token).
+    Trajectory("a", "p", True, [_turn(0, [1], [5, 6], [0.0, -30.0])]).segments()
