@@ -21,12 +21,15 @@ class _Yielder:
     constructor allocates hands the interpreter to another thread mid-parse, which is how
     CPython 3.11's shared recursion counter got corrupted in the coding envs' threads."""
 
+    breeding = True  # each one finalised makes the next: the chain stops with the test
+
     def __init__(self) -> None:
         self.me = self
 
     def __del__(self) -> None:
         time.sleep(0)
-        _Yielder()
+        if _Yielder.breeding:
+            _Yielder()
 
 
 def test_concurrent_parses_never_raise_system_error():
@@ -47,6 +50,38 @@ def test_concurrent_parses_never_raise_system_error():
             list(pool.map(work, range(4)))
     finally:
         gc.set_threshold(*old)
+        _Yielder.breeding = False
+        gc.collect()
+    assert errors == []
+
+
+def test_literal_examples_are_parsed_under_the_lock_while_other_threads_parse():
+    """The coding envs' test suites read prompt examples with literal_eval; unlocked, its parse
+    raced parse_python in another env thread (SystemError on CPython 3.11)."""
+    from llm_marl.envs.coding.testsuite import _eval_text
+
+    old = gc.get_threshold()
+    gc.set_threshold(50, 1, 1)
+    _Yielder.breeding = True
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        for _ in range(10):
+            _Yielder()
+            try:
+                if i % 2:
+                    parse_python(_SOURCE)
+                else:
+                    assert _eval_text(str([[(k, {"a": [k]}) for k in range(50)]])) is not None
+            except SystemError as e:
+                errors.append(e)
+
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(work, range(4)))
+    finally:
+        gc.set_threshold(*old)
+        _Yielder.breeding = False
         gc.collect()
     assert errors == []
 

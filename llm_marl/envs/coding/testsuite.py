@@ -344,6 +344,9 @@ def _bracket_pairs(text: str) -> list[tuple[int, int, int]]:
 
 def _eval_text(text: str) -> Any:
     try:
-        return ast.literal_eval(text.strip())
+        # Parsed through parse_python: a bare literal_eval(str) builds its AST unlocked, and
+        # on CPython 3.11 that raced the env threads' parses (SystemError: AST constructor
+        # recursion depth mismatch, out of a reference solution's check).
+        return ast.literal_eval(parse_python(text.strip(), mode="eval"))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return _NO_VALUE
