@@ -22,6 +22,7 @@ and advantages are built (:meth:`~PolicyGradientAlgorithm.build_samples`).
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
@@ -263,14 +264,96 @@ class PolicyGradientAlgorithm(Algorithm, Generic[ConfigT]):
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore the optimizers, schedulers and :attr:`updates`; keep the configured settings.
+
+        torch restores an optimizer's hyperparameters with its state, and a scheduler its base
+        learning rates, so a run resumed with a new ``lr``, ``weight_decay``, ``betas`` or
+        ``adam_eps`` would silently keep the old ones. The configured values (those
+        :meth:`setup` built the optimizers with) are applied again after loading, with one
+        warning listing what changed; the moments, step counts and the warmup position come
+        from the checkpoint. Unchanged settings leave the loaded state exactly as saved.
+        """
         saved = set(state.get("optimizers", {}))
         if saved != set(self.optimizers):
             raise ValueError(
                 f"checkpoint has optimizers for {sorted(saved)} but this run trains "
                 f"{sorted(self.optimizers)}: resume with the same trainable agents"
             )
+        configured = {k: _hyperparameters(o) for k, o in self.optimizers.items()}
         for key, opt_state in state["optimizers"].items():
             self.optimizers[key].load_state_dict(opt_state)
         for key, sched_state in state.get("schedulers", {}).items():
             self.schedulers[key].load_state_dict(sched_state)
+        changes: dict[str, None] = {}  # ordered and deduplicated across the optimizers
+        for key, optimizer in self.optimizers.items():
+            for change in _reapply(optimizer, self.schedulers.get(key), configured[key]):
+                changes[change] = None
+        if changes:
+            warnings.warn(
+                f"resuming with changed optimizer settings ({', '.join(changes)}): the "
+                "configured values apply from now on; the optimizer moments, step counts and "
+                "warmup position are the checkpoint's",
+                UserWarning,
+                stacklevel=2,
+            )
         self.updates = int(state.get("updates", 0))
+
+
+_HYPERPARAMETERS = ("lr", "weight_decay", "betas", "eps")
+"""The optimizer settings a config sets (``lr`` meaning the base rate, before any schedule)."""
+
+
+def _base_lr(group: Mapping[str, Any]) -> float:
+    # A scheduler keeps the unscheduled rate as "initial_lr" and scales "lr" by its factor.
+    return float(group.get("initial_lr", group["lr"]))
+
+
+def _hyperparameters(optimizer: Optimizer) -> list[dict[str, Any]]:
+    """Per param group, the settings of :data:`_HYPERPARAMETERS` it has."""
+    return [
+        {
+            name: _base_lr(group) if name == "lr" else group[name]
+            for name in _HYPERPARAMETERS
+            if name == "lr" or name in group
+        }
+        for group in optimizer.param_groups
+    ]
+
+
+def _same(a: Any, b: Any) -> bool:
+    # A checkpoint may hold betas as a list (JSON-ish round trips) and the config a tuple.
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return tuple(a) == tuple(b)
+    return bool(a == b)
+
+
+def _reapply(
+    optimizer: Optimizer, scheduler: LRScheduler | None, configured: list[dict[str, Any]]
+) -> list[str]:
+    """Set ``configured`` settings on a loaded ``optimizer``; return ``"name old -> new"``s."""
+    changes = []
+    for i, (group, wanted) in enumerate(zip(optimizer.param_groups, configured)):
+        for name, value in wanted.items():
+            loaded = _base_lr(group) if name == "lr" else group.get(name)
+            if _same(loaded, value):
+                continue
+            changes.append(f"{name} {_show(loaded)} -> {_show(value)}")
+            if name != "lr":
+                group[name] = value
+                continue
+            # Scale the scheduled rate by the same factor: the warmup keeps its position.
+            group["lr"] = float(group["lr"]) * value / loaded
+            if "initial_lr" in group:
+                group["initial_lr"] = value
+            if scheduler is not None:
+                scheduler.base_lrs[i] = value
+    if changes and scheduler is not None:
+        # What get_last_lr() reports until the scheduler's next step.
+        scheduler._last_lr = [float(g["lr"]) for g in optimizer.param_groups]
+    return changes
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return str(tuple(value))
+    return f"{value:g}" if isinstance(value, (int, float)) else str(value)

@@ -11,7 +11,8 @@ Layout under ``<output_dir>/checkpoints``::
                              must measure KL to the same reference as the uninterrupted one
         algorithm.pt         ``algorithm.state_dict()`` (optimizers, schedulers, counters)
         rng.pt               Python, NumPy and torch RNG states
-        trainer.json         step, agent -> key map, anything the trainer adds; written LAST
+        trainer.json         step, agent -> key map, the size of every other file ("files"),
+                             anything the trainer adds; written LAST
     latest                   a text file naming the newest complete checkpoint
 
 A checkpoint is built in a temporary sibling directory and renamed into place, then ``latest``
@@ -19,9 +20,18 @@ is replaced (also by rename), so a run killed at any moment leaves either the pr
 checkpoint, never a torn one. Frozen policies are not saved: they never change. Temporary
 directories a killed save left behind are removed by the next save or resume.
 
-Loading checks every file before it changes anything it can check (JSON, RNG states); a corrupt
-or truncated file raises :class:`~llm_marl.errors.CheckpointError` naming the checkpoint and the
-file. :func:`resume_latest` then falls back to the previous complete checkpoint, with a warning.
+Loading checks every file before it changes anything it can check (the file list and sizes,
+JSON, RNG states). Two kinds of failure are kept apart:
+
+* **Corrupt** (:class:`~llm_marl.errors.CheckpointError`): a file is missing, has another size
+  than when it was saved, or its format cannot be parsed. The message names the checkpoint and
+  the file; :func:`resume_latest` sets the checkpoint aside as ``corrupt-step-N`` and falls back
+  to the previous complete one, with a warning.
+* **Mismatch** (:class:`~llm_marl.errors.ConfigError`, a ``ValueError``): the files are intact
+  but do not fit this run (another agent -> policy map, model size, LoRA setup, algorithm
+  state). That is a configuration mistake, not damage: the error says what differs and no
+  checkpoint is renamed or deleted, so the corrected run resumes from it.
+
 A full disk while saving raises a :class:`CheckpointError` that says "no space left" and where.
 """
 
@@ -39,7 +49,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from llm_marl.errors import CheckpointError
+from llm_marl.errors import CheckpointError, ConfigError
 from llm_marl.tools.files import replace_dir
 
 CHECKPOINT_DIR = "checkpoints"
@@ -47,6 +57,10 @@ LATEST = "latest"
 TRAINER_FILE = "trainer.json"
 REFERENCES = "references"
 _STEP_NAME = re.compile(r"step-\d{6,}")
+CORRUPT_PREFIX = "corrupt-"
+"""What :func:`resume_latest` prefixes a corrupt checkpoint's name with when it sets it aside."""
+FILES = "files"
+"""trainer.json's map of every other file of the checkpoint to its size in bytes."""
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 
 
@@ -173,12 +187,24 @@ def _save(
                 saved.add(key)
         torch.save(dict(algorithm_state), tmp / "algorithm.pt")
         torch.save(rng_state(), tmp / "rng.pt")
-        meta = {"step": int(step), "policies": keys, **dict(extra or {})}
+        # The size of every file, so that loading tells a truncated or missing file (corrupt)
+        # from intact files that do not fit the run (a configuration mismatch). Last, so that
+        # ``extra`` cannot replace it.
+        meta = {"step": int(step), "policies": keys, **dict(extra or {}), FILES: _sizes(tmp)}
         _write_text(tmp / TRAINER_FILE, json.dumps(meta, indent=2, default=str))
         replace_dir(tmp, final)  # re-saving a step (e.g. after a resume) replaces it
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def _sizes(folder: Path) -> dict[str, int]:
+    """``relative POSIX path -> size in bytes`` of every file under ``folder``."""
+    return {
+        p.relative_to(folder).as_posix(): p.stat().st_size
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def remove_torn(root: Path) -> list[Path]:
@@ -248,6 +274,21 @@ def _corrupt(ckpt: Path, file: str, what: str) -> CheckpointError:
     )
 
 
+def _mismatch(ckpt: Path, file: str, what: str, exc: BaseException) -> ConfigError:
+    return ConfigError(
+        f"checkpoint {ckpt} does not fit this run: {ckpt / file} {what} ({_brief(exc)}). Its "
+        "files are intact, so the run that saved it was set up differently (another model, "
+        "model size, LoRA setting or algorithm): resume with the settings it was saved with, "
+        "or start a fresh output_dir. No checkpoint was changed."
+    )
+
+
+def _brief(exc: BaseException, limit: int = 400) -> str:
+    """``Type: message`` on one line, cut at ``limit`` characters (the cause keeps it all)."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _torch_load(ckpt: Path, file: str) -> Any:
     import torch
 
@@ -280,7 +321,83 @@ def _read_meta(ckpt: Path) -> dict[str, Any]:
         isinstance(k, str) and isinstance(v, str) and _inside(v) for k, v in keys.items()
     ):
         raise _corrupt(ckpt, TRAINER_FILE, "has an invalid 'policies' map")
+    files = meta.get(FILES)  # absent in checkpoints written before it existed
+    if files is not None and not (
+        isinstance(files, dict)
+        and all(
+            isinstance(k, str)
+            and _inside(k)
+            and isinstance(v, int)
+            and not isinstance(v, bool)
+            and v >= 0
+            for k, v in files.items()
+        )
+    ):
+        raise _corrupt(ckpt, TRAINER_FILE, f"has an invalid {FILES!r} map")
     return meta
+
+
+def _check_files(ckpt: Path, meta: Mapping[str, Any]) -> None:
+    """Raise :class:`CheckpointError` for a required file that is missing or changed size.
+
+    A checkpoint written before trainer.json listed its files is checked for the files every
+    checkpoint holds; its policy files are judged when they are loaded.
+    """
+    files: Mapping[str, int] = meta.get(FILES) or {}
+    for required in ("algorithm.pt", "rng.pt"):
+        if required not in files and not (ckpt / required).is_file():
+            # rng.pt too: without it the "same run" guarantee would break without a word.
+            raise _corrupt(ckpt, required, "is missing")
+    for file, size in files.items():
+        path = ckpt / file
+        if not path.is_file():
+            raise _corrupt(ckpt, file, "is missing")
+        actual = path.stat().st_size
+        if actual != size:
+            raise _corrupt(
+                ckpt, file, f"has {actual} bytes, {size} when saved (truncated or overwritten)"
+            )
+
+
+def _unreadable(ckpt: Path, where: str) -> tuple[str, str] | None:
+    """The first file under ``ckpt/where`` whose format does not parse: ``(file, why)``.
+
+    Only asked after a load failed, to tell damage from a mismatch; files of formats it does
+    not know (tokenizer models, text) are not judged.
+    """
+    import torch
+
+    target = ckpt / where
+    paths = [target] if target.is_file() else sorted(p for p in target.rglob("*") if p.is_file())
+    for path in paths:
+        try:
+            if path.suffix == ".safetensors":
+                from safetensors import safe_open
+
+                # The header must parse and cover the whole file (a truncated one does not).
+                with safe_open(str(path), framework="pt") as handle:
+                    handle.keys()
+            elif path.suffix in (".pt", ".pth", ".bin"):
+                torch.load(path, map_location="cpu", weights_only=False)
+            elif path.suffix == ".json":
+                json.loads(path.read_text(encoding="utf-8"))
+        except Exception as exc:  # each format fails in its own way
+            return path.relative_to(ckpt).as_posix(), f"cannot be read ({_brief(exc)})"
+    return None
+
+
+def _load_error(
+    ckpt: Path, file: str, what: str, exc: BaseException, listed: bool
+) -> CheckpointError | ConfigError:
+    """Whether ``exc``, raised loading ``ckpt/file``, means damage or a configuration mismatch."""
+    bad = _unreadable(ckpt, file)
+    if bad is not None:
+        return _corrupt(ckpt, bad[0], bad[1])
+    if not listed and isinstance(exc, FileNotFoundError):
+        # No file list to tell a torn copy from a policy expecting other files: an old
+        # checkpoint missing a file is taken as incomplete, as before.
+        return _corrupt(ckpt, file, f"cannot be loaded ({_brief(exc)})")
+    return _mismatch(ckpt, file, what, exc)
 
 
 def _inside(key: str) -> bool:
@@ -293,29 +410,56 @@ def _step_of(path: Path) -> int:
     return int(path.name.split("-", 1)[1])
 
 
+def _check_team(ckpt: Path, saved: Mapping[str, str], current: Mapping[str, str]) -> None:
+    """Raise :class:`ConfigError` naming what differs unless the agent -> key maps are equal.
+
+    Equal agent names are not enough: agents that shared one policy object when saved (one
+    key, one optimizer) cannot be resumed as separate policies, nor the other way round.
+    """
+    if dict(saved) == dict(current):
+        return
+    differences = []
+    for agent in sorted(set(saved) | set(current)):
+        was, now = saved.get(agent), current.get(agent)
+        if was == now:
+            continue
+        if was is None:
+            differences.append(f"{agent!r} is trained here but was not then")
+        elif now is None:
+            differences.append(f"{agent!r} was trained then but is not here")
+        else:
+            differences.append(f"{agent!r} had policy {was!r} then, {now!r} here")
+    raise ConfigError(
+        f"checkpoint {ckpt} was saved by a run whose trainable agents had policies {dict(saved)} "
+        f"(agents sharing one policy object share a key), but this run has {dict(current)}: "
+        f"{'; '.join(differences)}. To continue it, resume with the same agents and the same "
+        "sharing of policy objects (or start a fresh output_dir). No checkpoint was changed."
+    )
+
+
 def load_checkpoint(
     path: str | os.PathLike[str], policies: Mapping[str, Any], *, restore_rng: bool = True
 ) -> tuple[int, dict[str, Any], dict[str, Any]]:
     """Load weights into ``policies``; return ``(step, algorithm_state, trainer_meta)``.
 
-    Every file is read and checked before the RNG changes; a corrupt file raises
-    :class:`CheckpointError` naming it (policy weights may already have been replaced then:
-    load another checkpoint, as :func:`resume_latest` does, before using them).
+    Every file is checked (present, the size it was saved with) and read before the RNG
+    changes. A corrupt file raises :class:`CheckpointError` naming it; intact files that do not
+    fit ``policies`` (another agent -> policy map, model or adapter shape) raise
+    :class:`~llm_marl.errors.ConfigError` saying what differs. Policy weights may already have
+    been replaced then: load another checkpoint, as :func:`resume_latest` does, before using
+    them.
     """
     ckpt = Path(path)
     meta = _read_meta(ckpt)
     saved_keys: dict[str, str] = meta.get("policies", {})
-    current = policy_keys(policies)
-    if set(saved_keys) != set(current):
-        raise ValueError(
-            f"checkpoint {ckpt} holds trainable agents {sorted(saved_keys)} but this run trains "
-            f"{sorted(current)}; resume with the same agents (or start a fresh output dir)"
-        )
+    _check_team(ckpt, saved_keys, policy_keys(policies))
+    _check_files(ckpt, meta)
+    listed = meta.get(FILES) is not None
     algorithm_state = _torch_load(ckpt, "algorithm.pt")
     if not isinstance(algorithm_state, dict):
         raise _corrupt(ckpt, "algorithm.pt", "does not hold a state dict")
     rng = None
-    if restore_rng and (ckpt / "rng.pt").is_file():
+    if restore_rng:
         rng = _torch_load(ckpt, "rng.pt")
         try:
             check_rng_state(rng)
@@ -330,15 +474,16 @@ def load_checkpoint(
         try:
             policy.load(str(ckpt / where))
         except Exception as exc:  # safetensors, torch, peft and our own checks all differ
-            raise _corrupt(ckpt, where, f"cannot be loaded ({type(exc).__name__}: {exc})") from exc
-        _load_reference(ckpt, key, policy)
+            what = f"cannot be loaded into the policy of {key.replace('+', ', ')}"
+            raise _load_error(ckpt, where, what, exc, listed) from exc
+        _load_reference(ckpt, key, policy, listed)
         loaded.add(key)
     if rng is not None:
         set_rng_state(rng)
     return int(meta["step"]), algorithm_state, meta
 
 
-def _load_reference(ckpt: Path, key: str, policy: Any) -> None:
+def _load_reference(ckpt: Path, key: str, policy: Any, listed: bool) -> None:
     reference = getattr(policy, "reference_model", None)
     if reference is None:
         return
@@ -355,7 +500,8 @@ def _load_reference(ckpt: Path, key: str, policy: Any) -> None:
     try:
         load_model(reference, str(ckpt / file), strict=True)
     except Exception as exc:
-        raise _corrupt(ckpt, file, f"cannot be loaded ({type(exc).__name__}: {exc})") from exc
+        what = f"cannot be loaded into the KL reference of {key.replace('+', ', ')}"
+        raise _load_error(ckpt, file, what, exc, listed) from exc
 
 
 def resume_latest(
@@ -363,15 +509,21 @@ def resume_latest(
     policies: Mapping[str, Any],
     load_algorithm_state: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[Path, int, dict[str, Any], dict[str, Any]] | None:
-    """Load the newest checkpoint that loads; ``None`` when ``output_dir`` has none.
+    """Load the newest checkpoint that loads; ``None`` when ``output_dir`` has none at all.
 
-    ``load_algorithm_state`` (e.g. ``algorithm.load_state_dict``) is applied to each candidate's
-    ``algorithm.pt``; if it raises, that checkpoint counts as corrupt too.
+    ``load_algorithm_state`` (e.g. ``algorithm.load_state_dict``) is applied to the loaded
+    checkpoint's ``algorithm.pt``.
 
-    A corrupt checkpoint is skipped with a warning naming it and the bad file, and the previous
-    complete one is tried. Raises :class:`CheckpointError` if checkpoints exist but none loads.
-    Also removes what a killed save left behind. Returns ``(path, step, algorithm_state,
-    trainer_meta)``.
+    A corrupt checkpoint (:class:`CheckpointError`) is set aside as ``corrupt-step-N`` with a
+    warning naming it and the bad file, and the previous complete one is tried. A checkpoint
+    that does not fit this run (:class:`~llm_marl.errors.ConfigError` from
+    :func:`load_checkpoint`, or ``load_algorithm_state`` raising) stops the resume there and
+    changes nothing on disk: the older checkpoints of the same run would not fit either.
+
+    Raises :class:`CheckpointError` if checkpoints exist but none loads, including when the
+    only ones left are ``corrupt-*`` (set aside by an earlier resume): starting afresh then
+    would silently drop the run. Also removes what a killed save left behind. Returns
+    ``(path, step, algorithm_state, trainer_meta)``.
     """
     root = Path(output_dir) / CHECKPOINT_DIR
     if root.is_dir():
@@ -380,25 +532,35 @@ def resume_latest(
     for ckpt in complete_checkpoints(output_dir):
         try:
             step, state, meta = load_checkpoint(ckpt, policies)
-            if load_algorithm_state is not None:
-                try:
-                    load_algorithm_state(state)
-                except Exception as exc:
-                    raise _corrupt(
-                        ckpt, "algorithm.pt", f"does not fit ({type(exc).__name__}: {exc})"
-                    ) from exc
         except CheckpointError as exc:
             errors.append(exc)
             # Set aside (never deleted: it is evidence), so that pruning and the next resume
             # do not pick it over the good checkpoint this run goes on from.
-            aside = ckpt.with_name(f"corrupt-{ckpt.name}")
+            aside = ckpt.with_name(f"{CORRUPT_PREFIX}{ckpt.name}")
             shutil.rmtree(aside, ignore_errors=True)
             os.replace(ckpt, aside)
             warnings.warn(f"{exc} Moved it to {aside}; trying the previous one.", stacklevel=2)
             continue
+        if load_algorithm_state is not None:
+            try:
+                load_algorithm_state(state)
+            except Exception as exc:
+                # algorithm.pt was read whole, holds a dict and has its saved size: a state the
+                # algorithm refuses comes from a differently set-up run, not from damage.
+                raise _mismatch(
+                    ckpt, "algorithm.pt", "does not fit this run's algorithm", exc
+                ) from exc
         return ckpt, step, state, meta
     if errors:
         raise CheckpointError(
             f"no checkpoint under {root} can be loaded:\n" + "\n".join(f"  {e}" for e in errors)
+        )
+    set_aside = sorted(root.glob(f"{CORRUPT_PREFIX}step-*")) if root.is_dir() else []
+    if set_aside:
+        raise CheckpointError(
+            f"nothing to resume under {root}: its only checkpoints "
+            f"({', '.join(p.name for p in set_aside)}) were set aside as corrupt by an earlier "
+            "resume. Rename one you trust back to step-N to resume from it, or start a fresh "
+            "run without resume (the Trainer then moves the old files aside, deleting nothing)."
         )
     return None

@@ -20,6 +20,7 @@ from typing import Any
 from llm_marl.errors import ConfigError
 
 METRICS_FILE = "metrics.jsonl"
+TENSORBOARD_DIR = "tensorboard"
 
 
 def check_logging_backends(*, tensorboard: bool = False, wandb: bool = False) -> None:
@@ -149,7 +150,7 @@ class MetricsLogger:
                 raise ValueError("tensorboard logging needs an output_dir")
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(log_dir=str(self.output_dir / "tensorboard"))
+            self._tb = SummaryWriter(log_dir=str(self.output_dir / TENSORBOARD_DIR))
         if wandb:
             import wandb as wandb_module
 

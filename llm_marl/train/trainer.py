@@ -18,6 +18,7 @@ run resumed from a checkpoint collects exactly what the uninterrupted run would 
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +36,10 @@ from llm_marl.train.logging import ConsoleTable
 
 _EVAL_SEED_OFFSET = 999_983
 """Evaluations use seed ``config.seed + this``: fixed across evaluations, unlike training."""
+
+PREVIOUS_RUNS = "previous-runs"
+"""Where a fresh run moves an earlier run's outputs it finds in its ``output_dir``."""
+PLOT_FILE = "reward.png"
 
 
 # ---------------------------------------------------------------------------------------- config
@@ -80,7 +85,12 @@ class TrainerConfig:
     keep_checkpoints: int = 2
     """How many checkpoints to keep (the newest ones)."""
     resume: bool = False
-    """Continue from the newest checkpoint in ``output_dir`` if there is one."""
+    """Continue from the newest checkpoint in ``output_dir`` if there is one. A checkpoint that
+    does not fit this run (other agents, model or algorithm setup) is an error, and so is an
+    ``output_dir`` whose only checkpoints were set aside as ``corrupt-*``. A fresh start (this
+    off, or on with no checkpoint at all) moves an earlier run's outputs to
+    ``output_dir/previous-runs/run-N`` first, with a warning: the runs never mix, nothing is
+    deleted."""
     seed: int = 0
     """Seeds task order, env resets and sampling (step ``k`` depends only on seed and k)."""
     log_every: int | None = 1
@@ -346,17 +356,24 @@ class Trainer:
 
         cfg = self.config
         start = 0
+        resumed = None
         if cfg.resume:
             # Falls back past corrupt checkpoints (with a warning); restores weights, KL
             # references, optimizer and RNG states, so that the resumed run is the same run.
+            # A checkpoint that does not fit this run raises here and is left as it is.
             with quiet_transformers():
                 resumed = resume_latest(
                     self.output_dir, self.policies, self.algorithm.load_state_dict
                 )
             if resumed is not None:
-                ckpt, start, _, _ = resumed
+                ckpt, start, _, meta = resumed
+                self._check_resumed_algorithm(ckpt, meta)
                 if cfg.console:
                     print(f"resuming from step {start} ({ckpt})", flush=True)
+        if resumed is None:
+            # A fresh run next to an old run's checkpoints would have its own pruned by step
+            # number and a later resume could continue the old run: move the old one aside.
+            set_aside_previous_run(self.output_dir)
         self.step = start
         run_name = cfg.run_name or f"{_env_name(self.env)} {self.algorithm.name}"
         bar = tqdm(
@@ -369,8 +386,8 @@ class Trainer:
             wandb_project=cfg.wandb_project,
             run_name=run_name,
             config=_config_dict(cfg, self.algorithm),
-            # Keep the rows up to the checkpoint; a fresh start (no checkpoint) starts a new file.
-            resume_step=start if start > 0 else None,
+            # Keep the rows up to the checkpoint; a fresh start finds no file (moved aside above).
+            resume_step=start if resumed is not None else None,
         )
         self._table: ConsoleTable | None = None
         self._print_fn = bar.write if cfg.progress else print
@@ -406,7 +423,7 @@ class Trainer:
         if cfg.plot:
             plot_path = plot_rewards(
                 logger.history,
-                self.output_dir / "reward.png",
+                self.output_dir / PLOT_FILE,
                 title=run_name,
                 chance=self._chance_level(),
             )
@@ -452,6 +469,17 @@ class Trainer:
         metrics["time/update"] = t2 - t1
         metrics["time/step"] = t2 - t0
         return metrics
+
+    def _check_resumed_algorithm(self, ckpt: Path, meta: Mapping[str, Any]) -> None:
+        """Warn when the checkpoint was trained by another algorithm (its state still loaded)."""
+        saved = meta.get("algorithm")
+        if saved is not None and saved != self.algorithm.name:
+            warnings.warn(
+                f"checkpoint {ckpt} was trained with {saved!r}; this run continues it with "
+                f"{self.algorithm.name!r}",
+                UserWarning,
+                stacklevel=3,
+            )
 
     def save_checkpoint(self) -> Path:
         """Checkpoint the current step under ``output_dir/checkpoints``."""
@@ -564,6 +592,51 @@ def _last_eval(history: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
         if "eval/reward" in row:
             return {k.removeprefix("eval/"): v for k, v in row.items() if k.startswith("eval/")}
     return None
+
+
+def set_aside_previous_run(output_dir: str | Path) -> Path | None:
+    """Move an earlier run's outputs in ``output_dir`` to ``output_dir/previous-runs/run-N``.
+
+    Called by :meth:`Trainer.train` before a fresh start. The checkpoints, ``metrics.jsonl``,
+    TensorBoard events and the reward plot of the earlier run are moved (never deleted), with a
+    warning naming the folder; ``N`` counts up from 1, so the oldest run is ``run-1``. Returns
+    the folder, or ``None`` when there was nothing to move. ``config.yaml`` and ``models/`` are
+    left alone: ``llm-marl train`` writes them for this run before the Trainer starts.
+    """
+    from llm_marl.train.checkpoint import CHECKPOINT_DIR, latest_checkpoint
+    from llm_marl.train.logging import METRICS_FILE, TENSORBOARD_DIR
+
+    out = Path(output_dir)
+    found = [
+        out / name
+        for name in (CHECKPOINT_DIR, METRICS_FILE, TENSORBOARD_DIR, PLOT_FILE)
+        if (out / name).exists()
+    ]
+    if not found:
+        return None
+    latest = latest_checkpoint(out)
+    detail = f", newest checkpoint {latest.name}" if latest is not None else ""
+    parent = out / PREVIOUS_RUNS
+    parent.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        dest = parent / f"run-{n}"
+        try:
+            dest.mkdir()  # exist_ok=False: never merge into an earlier set-aside run
+            break
+        except FileExistsError:
+            n += 1
+    for path in found:
+        os.replace(path, dest / path.name)
+    warnings.warn(
+        f"{out} held an earlier run's outputs ({', '.join(p.name for p in found)}{detail}); "
+        f"this fresh run moved them to {dest} so that the two runs cannot mix. To continue the "
+        f"earlier run instead, move them back and resume (resume=True, --resume); delete {dest} "
+        "once it is no longer needed.",
+        UserWarning,
+        stacklevel=3,
+    )
+    return dest
 
 
 def _env_tasks(env: Any) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ import random
 import pytest
 import torch
 
-from llm_marl.errors import CheckpointError
+from llm_marl.errors import CheckpointError, ConfigError
 from llm_marl.policies.hf import HFPolicy
 from llm_marl.train.checkpoint import (
     latest_checkpoint,
@@ -153,7 +153,9 @@ def test_resume_falls_back_to_the_previous_checkpoint(tmp_path, name):
     assert latest_checkpoint(tmp_path).name == "step-000001"
 
 
-def test_a_bad_algorithm_state_falls_back_too(tmp_path):
+def test_an_algorithm_state_that_does_not_fit_stops_the_resume_and_moves_nothing(tmp_path):
+    # An intact algorithm.pt the algorithm refuses is a differently set-up run, not damage:
+    # falling back to (and renaming) the run's good checkpoints would lose them.
     _two_checkpoints(tmp_path)
     seen = []
 
@@ -162,9 +164,11 @@ def test_a_bad_algorithm_state_falls_back_too(tmp_path):
         if state["updates"] == 2:
             raise KeyError("optimizers")
 
-    with pytest.warns(UserWarning, match="algorithm.pt does not fit"):
-        path, step, _, _ = resume_latest(tmp_path, {"a": BigramPolicy()}, load_state)
-    assert step == 1 and seen == [2, 1]
+    before = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    with pytest.raises(ConfigError, match="algorithm.pt does not fit this run's algorithm"):
+        resume_latest(tmp_path, {"a": BigramPolicy()}, load_state)
+    assert seen == [2]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == before
 
 
 def test_when_no_checkpoint_loads_the_error_lists_them_all(tmp_path):

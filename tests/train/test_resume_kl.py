@@ -3,6 +3,7 @@ checkpoint and resumed with freshly built policies is bit-identical to the unint
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 
@@ -118,7 +119,13 @@ def test_without_the_saved_reference_the_resumed_run_differs(tmp_path, algo_lm_p
     the policy's own reference, and the KL then differs from the uninterrupted run's."""
     _run(tmp_path / "straight", _team(algo_lm_path, warm=True), 3)
     _run(tmp_path / "old", _team(algo_lm_path, warm=True), 2)
-    shutil.rmtree(latest_checkpoint(tmp_path / "old") / REFERENCES)
+    ckpt = latest_checkpoint(tmp_path / "old")
+    shutil.rmtree(ckpt / REFERENCES)
+    # Older versions listed no files in trainer.json either (in a checkpoint that lists its
+    # files, a missing reference is a torn copy: corrupt).
+    meta = json.loads((ckpt / "trainer.json").read_text())
+    meta.pop("files", None)
+    (ckpt / "trainer.json").write_text(json.dumps(meta))
     with pytest.warns(UserWarning, match="no KL reference"):
         _run(tmp_path / "old", _team(algo_lm_path, warm=False), 3, resume=True)
     straight, old = _rows(tmp_path / "straight"), _rows(tmp_path / "old")
