@@ -31,8 +31,8 @@ from typing import Any
 from llm_marl.errors import DataError
 from llm_marl.eval.metrics import Record
 from llm_marl.rollout.types import Episode
-from llm_marl.tools.calls import scrub_surrogates
 from llm_marl.tools.jsonl import iter_objects
+from llm_marl.tools.text import scrub_surrogates
 
 # Final-info keys the record stores elsewhere (or that carry nothing at the end of an episode).
 _INFO_KEYS_IN_RECORD = frozenset(

@@ -88,6 +88,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from llm_marl.errors import InfrastructureError, LLMMarlError
+from llm_marl.tools.text import scrub_surrogates
 
 __all__ = [
     "DEFAULT_MAX_CALLS",
@@ -127,26 +128,6 @@ DEFAULT_MAX_CALL_CHARS = 64 * 1024
 
 DEFAULT_MAX_DEPTH = 32
 """Deepest JSON nesting accepted in a call (objects and arrays)."""
-
-
-_SURROGATES = re.compile("[\ud800-\udfff]")
-
-
-def scrub_surrogates(text: str) -> str:
-    """``text`` with every surrogate code point replaced by U+FFFD, so it encodes as UTF-8.
-
-    A Python string holds surrogates only when something decoded them from ``\\udXXX`` escapes
-    (JSON) or built them by hand; a correctly decoded text never does. They are replaced one by
-    one (a pair of surrogates becomes two U+FFFD): what to do with them is not guessed. Linear
-    time; ASCII and surrogate-free text are returned unchanged (checked in C).
-    """
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return _SURROGATES.sub("\ufffd", text)
-    return text
 
 
 def _names(text: str) -> frozenset[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -32,16 +33,19 @@ class _Yielder:
             _Yielder()
 
 
-def test_concurrent_parses_never_raise_system_error():
+def _system_errors_in_racing_threads(parse: Callable[[int], object]) -> list[SystemError]:
+    """Run ``parse(thread index)`` 10 times in each of 4 threads while garbage collections hand
+    the interpreter to another thread mid-parse; return the SystemErrors raised."""
     old = gc.get_threshold()
     gc.set_threshold(50, 1, 1)
-    errors: list[BaseException] = []
+    _Yielder.breeding = True
+    errors: list[SystemError] = []
 
-    def work(_: int) -> None:
+    def work(i: int) -> None:
         for _ in range(10):
             _Yielder()
             try:
-                parse_python(_SOURCE)
+                parse(i)
             except SystemError as e:
                 errors.append(e)
 
@@ -52,7 +56,11 @@ def test_concurrent_parses_never_raise_system_error():
         gc.set_threshold(*old)
         _Yielder.breeding = False
         gc.collect()
-    assert errors == []
+    return errors
+
+
+def test_concurrent_parses_never_raise_system_error():
+    assert _system_errors_in_racing_threads(lambda _: parse_python(_SOURCE)) == []
 
 
 def test_literal_examples_are_parsed_under_the_lock_while_other_threads_parse():
@@ -60,30 +68,12 @@ def test_literal_examples_are_parsed_under_the_lock_while_other_threads_parse():
     raced parse_python in another env thread (SystemError on CPython 3.11)."""
     from llm_marl.envs.coding.testsuite import _eval_text
 
-    old = gc.get_threshold()
-    gc.set_threshold(50, 1, 1)
-    _Yielder.breeding = True
-    errors: list[BaseException] = []
+    literal = str([[(k, {"a": [k]}) for k in range(50)]])
 
-    def work(i: int) -> None:
-        for _ in range(10):
-            _Yielder()
-            try:
-                if i % 2:
-                    parse_python(_SOURCE)
-                else:
-                    assert _eval_text(str([[(k, {"a": [k]}) for k in range(50)]])) is not None
-            except SystemError as e:
-                errors.append(e)
+    def parse(i: int) -> object:
+        return parse_python(_SOURCE) if i % 2 else _eval_text(literal)
 
-    try:
-        with ThreadPoolExecutor(4) as pool:
-            list(pool.map(work, range(4)))
-    finally:
-        gc.set_threshold(*old)
-        _Yielder.breeding = False
-        gc.collect()
-    assert errors == []
+    assert _system_errors_in_racing_threads(parse) == []
 
 
 def test_parse_python_is_ast_parse():

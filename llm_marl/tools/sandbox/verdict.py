@@ -13,12 +13,12 @@ fed such a string raises, which would kill a training step.
 from __future__ import annotations
 
 import json
-import re
 import signal
 from typing import Any
 
 from llm_marl.tools.sandbox.base import ExecutionResult, Limits, Status, TestCaseResult, TestReport
 from llm_marl.tools.sandbox.suite import TestSuite
+from llm_marl.tools.text import scrub_surrogates
 
 # Error types the test runner reports for the time rules (see ``harness._runner_main``).
 PROGRAM_TIMEOUT = "ProgramTimeout"
@@ -29,20 +29,9 @@ _SIGXCPU = int(signal.SIGXCPU)
 _SIGXFSZ = int(signal.SIGXFSZ)
 
 
-_SURROGATES = re.compile("[\ud800-\udfff]")
-
-
 def clean_text(text: Any) -> str:
     """``text`` as a string that encodes to UTF-8: lone surrogates become U+FFFD."""
-    if not isinstance(text, str):
-        text = str(text)
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return _SURROGATES.sub("\ufffd", text)
-    return text
+    return scrub_surrogates(text if isinstance(text, str) else str(text))
 
 
 def _clean_optional(text: Any) -> str | None:

@@ -50,10 +50,10 @@ from pathlib import Path
 from typing import Any
 
 from llm_marl.errors import ConfigError, InfrastructureError
-from llm_marl.tools.calls import scrub_surrogates
 from llm_marl.tools.http import HttpError, http_request, retry_after_seconds
 from llm_marl.tools.search.base import MAX_QUERY_CHARS, SearchResult
 from llm_marl.tools.search.cache import CACHE_MODES, ResponseCache
+from llm_marl.tools.text import scrub_surrogates
 
 __all__ = ["BraveSearch", "LiveSearchEngine", "SearXNGSearch", "SerperSearch"]
 

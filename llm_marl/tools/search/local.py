@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from llm_marl.errors import DataError
-from llm_marl.tools.calls import scrub_surrogates
 from llm_marl.tools.search.base import MAX_QUERY_CHARS, SearchResult
 from llm_marl.tools.search.corpus import Document, check_documents, corpus_fingerprint, load_corpus
+from llm_marl.tools.text import scrub_surrogates
 
 __all__ = ["LocalSearch", "default_cache_dir"]
 

@@ -1,0 +1,31 @@
+"""Text that came from untrusted JSON, made safe to encode.
+
+A Python string holds lone surrogates only when something decoded them from ``\\udXXX`` escapes
+(JSON: a tool call, an API reply, a sandboxed program's report) or built them by hand; a
+correctly decoded text never does. Such a string cannot be encoded as UTF-8, so a tokenizer, an
+HTTP client, a search index or a JSONL writer raises on it later, far from where it came in.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["scrub_surrogates"]
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def scrub_surrogates(text: str) -> str:
+    """``text`` with every surrogate code point replaced by U+FFFD, so it encodes as UTF-8.
+
+    They are replaced one by one (a pair of surrogates becomes two U+FFFD): what they meant is
+    not guessed, as a UTF-8 decoder with ``errors="replace"`` would not. Linear time; ASCII and
+    surrogate-free text come back unchanged (both checked in C).
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATES.sub("\ufffd", text)
+    return text
