@@ -415,14 +415,13 @@ def generate_batch(
             f"policy {name!r} returned {len(completions)} completions for "
             f"{len(conversations)} prompts"
         )
+    out: list[Completion | str] = []
     for c in completions:
         if not isinstance(c, Completion):
             raise TypeError(
                 f"policy {name!r}.generate returned a {type(c).__name__} among its "
                 "completions; expected Completion (llm_marl.policies.base)"
             )
-    out: list[Completion | str] = []
-    for c in completions:
         if c.finish_reason == "error":
             out.append(f"policy {name!r} failed: {c.metadata.get('error', 'unknown error')}")
         else:
