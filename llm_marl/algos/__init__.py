@@ -12,6 +12,7 @@ The building blocks, each in its own module: :mod:`~llm_marl.algos.advantages` (
 baselines, discounted returns, returns and sibling baselines on rollout trees), :mod:`~llm_marl.algos.samples` (token streams with per-token
 advantages), :mod:`~llm_marl.algos.losses` (the clipped surrogate, k3 KL, aggregation: tensor
 maths only) and :mod:`~llm_marl.algos.update` (the epochs x minibatches x micro-batches loop).
+:mod:`~llm_marl.algos.registry` is the ``--algo`` registry (:func:`register_algorithm`).
 """
 
 from llm_marl.algos.advantages import (
@@ -28,6 +29,12 @@ from llm_marl.algos.base import Algorithm, PolicyGradientAlgorithm, trainable_po
 from llm_marl.algos.losses import aggregate, clipped_pg_loss, k3_kl
 from llm_marl.algos.magrpo import MAGRPO, MAGRPOConfig
 from llm_marl.algos.matpo import MATPO, MATPOConfig
+from llm_marl.algos.registry import (
+    AlgorithmSpec,
+    algorithm_names,
+    get_algorithm,
+    register_algorithm,
+)
 from llm_marl.algos.samples import Sample, trajectory_samples
 from llm_marl.algos.update import PGConfig, make_optimizer, nll_update, policy_gradient_update
 
@@ -37,20 +44,24 @@ __all__ = [
     "AgentPO",
     "AgentPOConfig",
     "Algorithm",
+    "AlgorithmSpec",
     "MAGRPOConfig",
     "MATPOConfig",
     "PGConfig",
     "PolicyGradientAlgorithm",
     "Sample",
     "aggregate",
+    "algorithm_names",
     "clipped_pg_loss",
     "component_reward",
     "discounted_returns",
+    "get_algorithm",
     "group_advantages",
     "k3_kl",
     "make_optimizer",
     "nll_update",
     "policy_gradient_update",
+    "register_algorithm",
     "trainable_policies",
     "trajectory_samples",
     "tree_advantages",

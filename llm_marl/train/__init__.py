@@ -9,13 +9,13 @@
 * :class:`PoliciesConfig` / :func:`build_policies` — which model plays each agent;
   :func:`attach_expert` — the coding envs' expert from ``policies.expert``.
 * :mod:`~llm_marl.train.presets` — toy and paper hyperparameters as data;
-  :mod:`~llm_marl.train.algorithms` — the ``--algo`` registry.
+  :func:`register_algorithm` — the ``--algo`` registry (:mod:`~llm_marl.algos.registry`).
 * :mod:`~llm_marl.train.config` — the generic dataclass <-> command line / file parser.
 * :mod:`~llm_marl.train.checkpoint` — atomic checkpoints (weights, optimizer, RNG, step).
 * :mod:`~llm_marl.train.logging` — console table, JSONL metrics, TensorBoard / W&B, reward plot.
 """
 
-from llm_marl.train.algorithms import register_algorithm
+from llm_marl.algos.registry import register_algorithm
 from llm_marl.train.models import PoliciesConfig
 from llm_marl.train.presets import Preset, preset, register_preset
 from llm_marl.train.run import (

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llm_marl.algos.registry import algorithm_names, get_algorithm
 from llm_marl.errors import ConfigError
-from llm_marl.train.algorithms import algorithm_names, get_algorithm
 from llm_marl.train.config import (
     CommandLine,
     config_from_dict,

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from llm_marl.algos.registry import get_algorithm
 from llm_marl.envs.coding.datasets import load_tasks
 from llm_marl.envs.math.datasets import AGENTPO_EVAL_BENCHMARKS
 from llm_marl.envs.registration import make
@@ -21,7 +22,6 @@ from llm_marl.policies import SamplingParams, ScriptedPolicy
 from llm_marl.policies.hf import HFPolicy
 from llm_marl.rollout.types import Episode, Trajectory, Turn
 from llm_marl.train import preset_config
-from llm_marl.train.algorithms import get_algorithm
 from llm_marl.train.presets import presets_for
 from llm_marl.train.trainer import Trainer
 

@@ -13,15 +13,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from llm_marl.algos import (
-    MAGRPO,
-    MATPO,
-    AgentPO,
-    AgentPOConfig,
-    Algorithm,
-    MAGRPOConfig,
-    MATPOConfig,
-)
+from llm_marl.algos.agentpo import AgentPO, AgentPOConfig
+from llm_marl.algos.base import Algorithm
+from llm_marl.algos.magrpo import MAGRPO, MAGRPOConfig
+from llm_marl.algos.matpo import MATPO, MATPOConfig
 from llm_marl.errors import ConfigError
 
 __all__ = ["AlgorithmSpec", "algorithm_names", "get_algorithm", "register_algorithm"]
