@@ -3,8 +3,9 @@
 * :func:`tiny_models` — offline tiny LMs (no download), one per agent.
 * :func:`trainable_policies` — HF policies for the trainable agents: full copies (with a frozen
   KL reference when the algorithm needs one) or LoRA adapters on one shared base.
-* :func:`frozen_policy` — a frozen agent from a spec: ``tiny``, ``hf:PATH``,
-  ``openai:MODEL@URL``, ``scripted:module:function``.
+* :func:`frozen_policy` — a frozen agent from a spec: ``tiny``, or any spec of
+  :mod:`llm_marl.policies.factory` (``hf:PATH``, ``openai:MODEL[@URL]``, ``vllm:PATH``,
+  ``scripted:MODULE:FUNCTION``, with their options), built by its ``build_policy``.
 
 :func:`llm_marl.train.run.build_policies` puts them together for a run config.
 """
@@ -42,9 +43,10 @@ class PoliciesConfig:
     download) or a Hugging Face id / local path (``hf:`` prefix optional)."""
     frozen: dict[str, str] = field(default_factory=dict)
     """Frozen agents, agent -> policy spec: ``tiny`` (an offline tiny LM, taught the toy answer
-    format when ``format_warmup_steps`` > 0), ``hf:PATH`` (a local or Hub model),
-    ``openai:MODEL@URL`` (an OpenAI-compatible server, key from ``$OPENAI_API_KEY``),
-    ``scripted:module:function`` (a Python function of the conversation). Agents given the
+    format when ``format_warmup_steps`` > 0), or any spec of ``llm_marl.policies.factory``:
+    ``hf:PATH`` (a local or Hub model), ``openai:MODEL[@URL]`` (an OpenAI-compatible server, key
+    from ``$OPENAI_API_KEY`` or ``,api_key_env=VAR``), ``vllm:PATH`` (a vLLM engine in this
+    process), ``scripted:MODULE:FUNCTION`` (a Python function of the conversation). Agents given the
     same spec, ``tiny`` aside, share one policy object (one model in memory: a team of frozen
     solvers). Every other agent is trainable."""
     expert: str | None = None
@@ -89,12 +91,12 @@ class PoliciesConfig:
                 "share (one policy for every agent) and lora (one adapter per "
                 "agent) exclude each other; pick one"
             )
+        # Malformed specs fail here, before any model is built, with the factory's words.
         for agent, spec in self.frozen.items():
-            _check_spec(agent, spec)
+            if spec != TINY:
+                _parse(spec, f"policies.frozen.{agent}")
         if self.expert is not None:
-            from llm_marl.policies.factory import parse_policy_spec
-
-            parse_policy_spec(self.expert)  # a malformed spec fails here, before any model
+            _parse(self.expert, "policies.expert")
 
 
 # ---------------------------------------------------------------------------------------- tiny
@@ -263,8 +265,8 @@ def frozen_policy(
     listener learns to read before it is frozen).
     """
     from llm_marl.policies import HFPolicy
+    from llm_marl.policies.factory import build_policy
 
-    kind, _, rest = spec.partition(":")
     if spec == TINY:
         path = tiny_models(Path(out), [agent], model_seed)[agent]
         if warmup is None:
@@ -275,48 +277,22 @@ def frozen_policy(
         learner.model.save_pretrained(frozen_dir)
         learner.tokenizer.save_pretrained(frozen_dir)
         return HFPolicy(str(frozen_dir), trainable=False, name=agent, seed=seed)
-    if kind == "hf":
-        return HFPolicy(
-            rest,
-            trainable=False,
-            name=agent,
-            device=config.device or _default_device(),
-            dtype=config.dtype,
+    try:
+        return build_policy(
+            spec, name=agent, device=config.device or _default_device(), dtype=config.dtype
         )
-    if kind == "openai":
-        from llm_marl.policies import OpenAIPolicy
-
-        model, _, url = rest.rpartition("@")
-        return OpenAIPolicy(model, base_url=url, name=agent)
-    if kind == "scripted":
-        import importlib
-
-        from llm_marl.policies import ScriptedPolicy
-
-        module, _, function = rest.rpartition(":")
-        try:
-            fn = getattr(importlib.import_module(module), function)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"policies.frozen.{agent}: cannot import {rest!r}: {exc}") from exc
-        return ScriptedPolicy(fn, name=agent)
-    raise AssertionError(f"unchecked spec {spec!r}")  # _check_spec accepts nothing else
+    except ConfigError as err:
+        raise ConfigError(f"policies.frozen.{agent}: {err}") from err
 
 
-def _check_spec(agent: str, spec: str) -> None:
-    kind, sep, rest = spec.partition(":")
-    ok = spec == TINY or (sep and kind == "hf" and rest)
-    if sep and kind == "openai":
-        model, at, url = rest.rpartition("@")
-        ok = bool(at and model and url.startswith(("http://", "https://")))
-    if sep and kind == "scripted":
-        module, colon, function = rest.rpartition(":")
-        ok = bool(colon and module and function)
-    if not ok:
-        raise ValueError(
-            f"frozen policy spec {spec!r} for agent {agent!r} is not one of: tiny, hf:PATH, "
-            "openai:MODEL@URL (URL starting with http:// or https://), "
-            "scripted:module:function"
-        )
+def _parse(spec: str, where: str) -> None:
+    """Check ``spec`` with the one spec parser; :class:`ConfigError` naming ``where`` if bad."""
+    from llm_marl.policies.factory import parse_policy_spec
+
+    try:
+        parse_policy_spec(spec)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from err
 
 
 def check_agents(config: PoliciesConfig, agents: Sequence[str], env: str) -> list[str]:

@@ -10,6 +10,7 @@ import pytest
 
 from llm_marl.cli import main as top_main
 from llm_marl.eval.cli import main
+from tests.policies.spec_table import BAD
 
 
 @pytest.fixture
@@ -221,3 +222,10 @@ def test_loading_local_models_prints_no_transformers_bars(tmp_path, capfd):
                  "--agent", f"right=hf:{path}", "--samples", "1", "--no-progress"]) == 0  # fmt: skip
     err = capfd.readouterr().err
     assert "Loading weights" not in err and "it/s]" not in err
+
+
+@pytest.mark.parametrize(("spec", "message"), BAD, ids=[s or "empty" for s, _ in BAD])
+def test_bad_specs_of_the_shared_table_are_refused_by_llm_marl_eval(spec, message, capsys):
+    assert top_main(["eval", "--actor", spec, "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
