@@ -97,6 +97,7 @@ from pettingzoo import ParallelEnv
 from llm_marl.checks import is_int
 from llm_marl.errors import DataError, InfrastructureError
 from llm_marl.spaces import Chat, Text
+from llm_marl.tools.text import scrub_surrogates
 
 if TYPE_CHECKING:
     from llm_marl.envs.registration import EnvSpec
@@ -266,9 +267,14 @@ class LLMParallelEnv(ParallelEnv):
 
     # ------------------------------------------------------------------ helpers for subclasses
     def say(self, agent: str, content: str, role: str = "user", **extra: Any) -> None:
-        """Append a message to ``agent``'s conversation (what that agent observes)."""
+        """Append a message to ``agent``'s conversation (what that agent observes); its text is
+        made UTF-8-safe (lone surrogates become U+FFFD)."""
         if agent not in self._conversations:
             raise KeyError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
+        # Every message an agent reads passes here (prompts, tool results, partners' replies):
+        # made UTF-8-safe once, so that no tokenizer or writer downstream meets a lone surrogate.
+        if isinstance(content, str):
+            content = scrub_surrogates(content)
         message = {"role": role, "content": content, **extra}
         self._conversations[agent].append(message)
         self._transcript.append((agent, role, content))
@@ -419,7 +425,8 @@ class LLMParallelEnv(ParallelEnv):
         error = self._pending_error
         transition = Transition()
         if error is None:
-            acting = {a: actions[a] for a in self.active_agents}
+            # Actions are untrusted text: the rewards (tokenizers, embedders) read them as given.
+            acting = {a: scrub_surrogates(actions[a]) for a in self.active_agents}
             for agent, action in acting.items():
                 self.say(agent, action, role="assistant")
             self._active = set()

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from llm_marl.checks import check_int, check_number
 from llm_marl.errors import PolicyError as PolicyError  # re-exported: policies raise it
+from llm_marl.tools.text import scrub_surrogates
 
 if TYPE_CHECKING:
     import torch
@@ -130,7 +131,8 @@ TokenContexts = Sequence[TokenContext | None] | None
 
 @dataclass
 class Completion:
-    """One sampled completion."""
+    """One sampled completion. Its text is UTF-8-safe: lone surrogates are replaced by U+FFFD
+    when it is made (:func:`~llm_marl.tools.text.scrub_surrogates`)."""
 
     text: str
     """The completion as the environment receives it (special tokens and stop string removed)."""
@@ -144,6 +146,13 @@ class Completion:
     """``"stop"`` (end of turn or stop string) or ``"length"`` (hit ``max_new_tokens``)."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Backend-specific extras (latency, usage, raw response...)."""
+
+    def __post_init__(self) -> None:
+        # Every backend's text enters the rollout here: an API reply decoded from a "\ud800"
+        # escape (or a scripted function's output) would make the next agent's tokenizer, a
+        # reward model or a JSONL writer raise far from where it came in.
+        if isinstance(self.text, str):
+            self.text = scrub_surrogates(self.text)
 
 
 @runtime_checkable

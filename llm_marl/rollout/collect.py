@@ -85,8 +85,8 @@ def collect(
             that share a policy object). A trainable agent (or one whose policy object is
             trainable) is refused: its group would hold one sample ``G`` times.
 
-    Faults never crash the batch: an episode whose policy request fails (:class:`PolicyError`;
-    with OpenAIPolicy only the conversations that failed), whose env raises in ``reset`` or
+    Faults never crash the batch: an episode whose policy request fails (any exception of the
+    call; with OpenAIPolicy only the conversations that failed), whose env raises in ``reset`` or
     ``step``, or whose env reports ``infos[agent]["error"]`` is truncated with ``episode.error``
     set and the others go on. A ``RuntimeWarning`` sums up the losses when at least
     ``FAILED_WARN_FRACTION`` of the episodes failed (see ``raise_if_env_always_fails``).
@@ -388,9 +388,10 @@ def generate_batch(
 ) -> list[Completion | str]:
     """One batched ``policy.generate`` call; a failed item comes back as its error message.
 
-    A :class:`PolicyError` never propagates: a backend that says which replies failed
-    (OpenAIPolicy's BatchPolicyError) costs only those items, otherwise every item of the batch
-    gets the error.
+    No exception of the call propagates (``BaseException`` s such as ``KeyboardInterrupt``
+    do): a backend that says which replies failed (OpenAIPolicy's BatchPolicyError) costs only
+    those items, otherwise every item of the batch gets the error. A policy that returns the
+    wrong type or count is a bug in the policy and raises, naming it.
     """
     name = getattr(policy, "name", type(policy).__name__)
     try:
@@ -402,6 +403,10 @@ def generate_batch(
                 c if isinstance(c, Completion) else f"policy {name!r} failed: {c}" for c in partial
             ]
         return [f"policy {name!r} failed: {err}"] * len(conversations)
+    except Exception as err:  # noqa: BLE001 - a tokenizer, a client, a model: the batch only
+        # Any exception of the call (a tokenizer's TypeError on odd text, a CUDA assert, a
+        # client's bug) costs the episodes of this batch, never the step of every other one.
+        return [f"policy {name!r} raised {type(err).__name__}: {err}"] * len(conversations)
     if on_generate is not None:
         on_generate(policy, len(conversations))
     # A policy's own bug, not a reply that failed: raised, like a wrong count, naming the policy.

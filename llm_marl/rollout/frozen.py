@@ -113,11 +113,12 @@ class FrozenAgents(ParallelEnvWrapper):
             for agent in active:
                 try:
                     completion = self.frozen[agent].generate([obs[agent]], self.sampling)[0]
-                except PolicyError as err:
+                except Exception as err:  # noqa: BLE001 - any fault of the call, as in collect
                     # The README's promise for infrastructure failures: the episode is
                     # truncated with infos[agent]["error"] set, and never scored.
                     self.unwrapped.end_episode()
-                    error = f"frozen policy for {agent!r} failed: {err}"
+                    what = "failed" if isinstance(err, PolicyError) else type(err).__name__
+                    error = f"frozen policy for {agent!r} {what}: {err}"
                     infos = {a: {**i, "active": False, "error": error} for a, i in infos.items()}
                     return obs, dict.fromkeys(obs, 0.0), {}, {}, infos
                 actions[agent] = completion.text

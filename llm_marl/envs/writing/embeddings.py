@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from llm_marl.errors import ConfigError
+from llm_marl.tools.text import scrub_surrogates
 
 MAX_CHARS = 4096
 """Characters of a text that are embedded (256 word pieces rarely need more than ~1,500)."""
@@ -83,7 +84,10 @@ class MiniLMEmbedder:
         out = []
         with self._lock, torch.inference_mode():
             for start in range(0, len(texts), self.batch_size):
-                batch = [t[:MAX_CHARS] for t in texts[start : start + self.batch_size]]
+                # The texts are agents' writing: a lone surrogate makes the tokenizer raise.
+                batch = [
+                    scrub_surrogates(t[:MAX_CHARS]) for t in texts[start : start + self.batch_size]
+                ]
                 enc = self.tokenizer(
                     batch,
                     padding=True,
