@@ -44,7 +44,7 @@ from dataclasses import replace
 from typing import Any
 
 from llm_marl.errors import ConfigError
-from llm_marl.eval.coding import CODING, CodeExpert
+from llm_marl.eval.coding import CODING
 from llm_marl.eval.family import EnvFamily, Family, split_names
 from llm_marl.eval.math import MATH
 from llm_marl.eval.math_team import MATH_TEAM
@@ -54,6 +54,7 @@ from llm_marl.eval.writing import WRITING
 from llm_marl.policies.base import Policy, SamplingParams
 from llm_marl.policies.factory import SPEC_FORMS, build_policy, parse_policy_spec
 from llm_marl.policies.quiet import quiet_transformers
+from llm_marl.rollout.judges import CodeExpert
 
 __all__ = ["FAMILIES", "main"]
 

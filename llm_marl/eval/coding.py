@@ -34,63 +34,19 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from llm_marl.errors import ConfigError
 from llm_marl.eval.evaluate import Benchmark, Column, EvalOptions
 from llm_marl.eval.family import Family, split_kwargs
-from llm_marl.eval.judge import FrozenJudge
 from llm_marl.eval.metrics import Record
 from llm_marl.policies.base import Policy, SamplingParams
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["CODING", "CODE_SAMPLING", "EXPERT_SAMPLING", "CodeExpert", "CodingFamily", "code_eval"]
+__all__ = ["CODING", "CODE_SAMPLING", "CodingFamily", "code_eval"]
 
 CODE_SAMPLING = SamplingParams(max_new_tokens=256, temperature=0.6, top_p=0.6)
 """Default sampling of every coding agent: the generation settings of the MAGRPO paper
 (temperature 0.6, top-p 0.6, at most 256 new tokens per turn; see :mod:`llm_marl.envs.coding.env`)."""
 
-EXPERT_SAMPLING = SamplingParams(max_new_tokens=2048, temperature=0.3)
-"""Default sampling of :class:`CodeExpert`: the reference code's expert call
-(``external/expert_edits.py`` in LLM_Collab_Code_Generation: ``max_tokens=2048``,
-``temperature=0.3``)."""
-
 CODING_BENCHMARKS = ("coophumaneval", "humaneval", "mbpp")
-
-
-class CodeExpert(FrozenJudge):
-    """Any frozen policy as the coding envs' ``expert`` (``feedback="expert"``).
-
-    Args:
-        policy: any :class:`~llm_marl.policies.base.Policy` (it is never trained): a local
-            model, a vLLM engine, an OpenAI-compatible server, a scripted function.
-        sampling: the expert's sampling (default :data:`EXPERT_SAMPLING`, the reference
-            code's). Pass a greedy one for an expert that answers the same way in every run.
-
-    Called as ``expert(conversation) -> reply text``: the env writes the whole request (the
-    problem, the program, the failing feedback tests; never a scoring test, see
-    :mod:`llm_marl.envs.coding.expert`) and reads the reply; this class only asks the policy
-    and returns the start of its reply (16,000 characters, what the env reads). A policy error
-    propagates, and the env turns it into an infrastructure failure (the episode is truncated,
-    never scored). One line from a policy spec::
-
-        expert = CodeExpert(build_policy("openai:deepseek-coder@https://api.deepseek.com,"
-                                         "api_key_env=DEEPSEEK_API_KEY"))
-        env = llm_marl.make("coop_humaneval-v0", num_rounds=2, feedback="expert", expert=expert)
-
-    In training: ``--trainer.env_kwargs.feedback expert --policies.expert SPEC``; in
-    ``llm-marl eval``: ``--env-arg feedback=expert --expert SPEC``.
-    """
-
-    max_new_tokens = EXPERT_SAMPLING.max_new_tokens
-    reply_chars = 16_000
-
-    def __init__(self, policy: Policy, *, sampling: SamplingParams | None = None) -> None:
-        # No rubric of its own: the env's request carries the instructions.
-        super().__init__(policy, rubric="", sampling=sampling or EXPERT_SAMPLING)
-
-    def __call__(self, conversation: list[dict[str, str]]) -> str:
-        return self.reply(list(conversation))
-
-    def __repr__(self) -> str:
-        return f"CodeExpert({getattr(self.policy, 'name', self.policy)!r})"
 
 
 def _env_prefixes() -> dict[str, str]:

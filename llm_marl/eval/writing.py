@@ -19,8 +19,8 @@ concise part against it. When the env computed them (a reward weight on them), t
 all-MiniLM-L6-v2 similarity of each answer to its source (``relevance``) and of its two parts
 (``redundancy``); ``embedding_scores`` lists them even when no episode carries them.
 
-:class:`PolicyJudge` turns any frozen :class:`~llm_marl.policies.base.Policy` into the env's
-``judge`` (the rubric is :data:`JUDGE_RUBRIC`).
+:class:`~llm_marl.rollout.judges.PolicyJudge` turns any frozen
+:class:`~llm_marl.policies.base.Policy` into the env's ``judge``.
 
 Command line::
 
@@ -30,15 +30,12 @@ Command line::
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from llm_marl.envs.base import Task
 from llm_marl.errors import ConfigError
 from llm_marl.eval.evaluate import Benchmark, Column, EvalOptions
 from llm_marl.eval.family import Family, split_kwargs
-from llm_marl.eval.judge import FrozenJudge
 from llm_marl.eval.metrics import Record
 from llm_marl.policies.base import Policy, SamplingParams
 
@@ -46,9 +43,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
-    "JUDGE_RUBRIC",
     "WRITING",
-    "PolicyJudge",
     "WritingFamily",
     "rouge_scores",
     "writing_eval",
@@ -68,48 +63,6 @@ _KIND = {
     "arxiv": "arxiv_intro",
     "arxiv_sample": "arxiv_intro",
 }
-
-JUDGE_RUBRIC = """You grade a two-part answer written for the source text below.
-Score it from 1 to 10:
-- 9-10: both parts are faithful to the source, cover its main points, add no invented facts,
-  and the second part adds detail instead of repeating the first.
-- 6-8: faithful with minor omissions or some repetition.
-- 3-5: partly off-topic, vague, or with a factual error.
-- 1-2: unrelated to the source, copied from it wholesale, empty, or degenerate (repetition,
-  lists of filler words).
-Reply with one line: Score: <number>."""
-"""The rubric :class:`PolicyJudge` shows the judge (the score maps to [0, 1] as (s - 1) / 9)."""
-
-_SCORE_RE = re.compile(r"score\s*[:=]?\s*(10|[1-9])(?!\d)", re.IGNORECASE)
-
-
-class PolicyJudge(FrozenJudge):
-    """A frozen policy grading answers with :data:`JUDGE_RUBRIC`: a writing env's ``judge``.
-
-    Args:
-        policy: any :class:`~llm_marl.policies.base.Policy` (it is never trained).
-        rubric: the grading instructions (default :data:`JUDGE_RUBRIC`).
-        sampling: the judge's sampling (default greedy, 16 new tokens).
-
-    An unreadable reply scores 0 (and is counted in :attr:`unparsed`): a judge that cannot
-    grade never rewards. Only the first 400 characters of the reply are read.
-    """
-
-    default_rubric = JUDGE_RUBRIC
-
-    def prompt(self, task: Task, part1: str, part2: str) -> str:
-        source = task.get("post") or task.get("abstract") or task.get("prompt") or ""
-        return (
-            f"{self.rubric}\n\nSource:\n{source}\n\nPart 1:\n{part1[:4000]}\n\n"
-            f"Part 2:\n{part2[:8000]}\n"
-        )
-
-    def __call__(self, task: Task, part1: str, part2: str) -> float:
-        match = _SCORE_RE.search(self.ask(self.prompt(task, part1, part2)))
-        if match is None:
-            self.unparsed += 1
-            return 0.0
-        return (int(match.group(1)) - 1) / 9
 
 
 def rouge_scores(prediction: str, reference: str) -> dict[str, float]:

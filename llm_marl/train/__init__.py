@@ -7,7 +7,8 @@
   (or :func:`preset_config` from Python), saved next to the run by :func:`save_run_config`, and
   trained by :func:`run` (what ``llm-marl train`` does).
 * :class:`PoliciesConfig` / :func:`build_policies` — which model plays each agent;
-  :func:`attach_expert` — the coding envs' expert from ``policies.expert``.
+  :func:`attach_expert` / :func:`attach_judge` — the coding envs' expert and the writing and
+  search envs' judge from ``policies.expert`` / ``policies.judge``.
 * :mod:`~llm_marl.train.presets` — toy and paper hyperparameters as data;
   :func:`register_algorithm` — the ``--algo`` registry (:mod:`~llm_marl.algos.registry`).
 * :mod:`~llm_marl.train.config` — the generic dataclass <-> command line / file parser.
@@ -22,6 +23,7 @@ from llm_marl.train.run import (
     FrozenWeights,
     RunConfig,
     attach_expert,
+    attach_judge,
     build_policies,
     parse_run_config,
     preset_config,
@@ -45,6 +47,7 @@ __all__ = [
     "Trainer",
     "TrainerConfig",
     "attach_expert",
+    "attach_judge",
     "build_policies",
     "episode_metrics",
     "parse_run_config",

@@ -52,9 +52,15 @@ class PoliciesConfig:
     expert: str | None = None
     """The coding envs' expert (with ``trainer.env_kwargs.feedback: expert``): a policy spec
     (``hf:PATH``, ``openai:MODEL@URL``, ``vllm:PATH``, ``scripted:MODULE:FUNCTION``; see
-    :mod:`llm_marl.policies.factory`) made into a :class:`~llm_marl.eval.coding.CodeExpert`,
+    :mod:`llm_marl.policies.factory`) made into a :class:`~llm_marl.rollout.judges.CodeExpert`,
     which reads each round's failing program and suggests edits (MAGRPO reference code's
     ``expert_edits``; DeepSeek-Coder there). Frozen, never trained, not an agent."""
+    judge: str | None = None
+    """The LLM judge of the writing and web-search envs: a policy spec (as for ``expert``)
+    made into the env's ``judge=`` (:class:`~llm_marl.rollout.judges.PolicyJudge` for the
+    writing envs, with a ``judge_weight`` in their reward; :class:`~llm_marl.rollout.judges.AnswerJudge`
+    for the web-search envs, e.g. with ``trainer.env_kwargs.accuracy: judge``). Frozen, never
+    trained, not an agent."""
     share: bool = False
     """One policy object plays every trainable agent (parameter sharing: one model, one
     optimizer; MATPO's planner and workers)."""
@@ -95,8 +101,9 @@ class PoliciesConfig:
         for agent, spec in self.frozen.items():
             if spec != TINY:
                 _parse(spec, f"policies.frozen.{agent}")
-        if self.expert is not None:
-            _parse(self.expert, "policies.expert")
+        for key, named in (("expert", self.expert), ("judge", self.judge)):
+            if named is not None:
+                _parse(named, f"policies.{key}")
 
 
 # ---------------------------------------------------------------------------------------- tiny

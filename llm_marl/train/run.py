@@ -20,13 +20,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from llm_marl.algos.registry import algorithm_names, get_algorithm
 from llm_marl.errors import ConfigError
+from llm_marl.policies.base import Policy
 from llm_marl.train.config import (
     CommandLine,
     config_from_dict,
@@ -44,6 +45,7 @@ __all__ = [
     "FrozenWeights",
     "RunConfig",
     "attach_expert",
+    "attach_judge",
     "build_policies",
     "parse_run_config",
     "preset_config",
@@ -390,7 +392,7 @@ def _digest(model: Any) -> dict[str, str]:
 
 def attach_expert(config: RunConfig) -> RunConfig:
     """``config`` with its coding expert built: ``policies.expert`` made into a
-    :class:`~llm_marl.eval.coding.CodeExpert` and passed to the envs as ``env_kwargs["expert"]``.
+    :class:`~llm_marl.rollout.judges.CodeExpert` and passed to the envs as ``env_kwargs["expert"]``.
 
     The expert object lives only in the returned config (the saved ``config.yaml`` keeps the
     spec). Raises :class:`~llm_marl.errors.ConfigError` when ``policies.expert`` and
@@ -412,17 +414,40 @@ def attach_expert(config: RunConfig) -> RunConfig:
             "'expert', so nobody would ask it: add --trainer.env_kwargs.feedback expert "
             "(coding envs with num_rounds > 1)"
         )
-    if "expert" in kwargs:
-        raise ConfigError("set the expert once: policies.expert or trainer.env_kwargs.expert")
-    from llm_marl.eval.coding import CodeExpert
+    from llm_marl.rollout.judges import CodeExpert
+
+    return _with_env_policy(config, "expert", spec, CodeExpert)
+
+
+def attach_judge(config: RunConfig) -> RunConfig:
+    """``config`` with its LLM judge built: ``policies.judge`` made into the env's judge
+    (:func:`~llm_marl.rollout.judges.judge_for`: a writing or a web-search judge) and passed
+    to the envs as ``env_kwargs["judge"]``; the saved ``config.yaml`` keeps the spec.
+
+    Raises :class:`~llm_marl.errors.ConfigError` for an env that takes no judge.
+    """
+    spec = config.policies.judge
+    if spec is None:
+        return config
+    from llm_marl.rollout.judges import judge_for
+
+    env_id = config.trainer.env
+    return _with_env_policy(config, "judge", spec, lambda policy: judge_for(env_id, policy))
+
+
+def _with_env_policy(
+    config: RunConfig, key: str, spec: str, wrap: Callable[[Policy], object]
+) -> RunConfig:
+    """``config`` whose ``env_kwargs[key]`` is ``wrap`` of the frozen policy built from ``spec``."""
+    kwargs = config.trainer.env_kwargs
+    if key in kwargs:
+        raise ConfigError(f"set the {key} once: policies.{key} or trainer.env_kwargs.{key}")
     from llm_marl.policies.factory import build_policy
 
     policy = build_policy(
-        spec, name="expert", device=config.policies.device, dtype=config.policies.dtype
+        spec, name=key, device=config.policies.device, dtype=config.policies.dtype
     )
-    trainer = dataclasses.replace(
-        config.trainer, env_kwargs={**kwargs, "expert": CodeExpert(policy)}
-    )
+    trainer = dataclasses.replace(config.trainer, env_kwargs={**kwargs, key: wrap(policy)})
     return dataclasses.replace(config, trainer=trainer)
 
 
@@ -431,7 +456,7 @@ def run(config: RunConfig) -> TrainResult:
     from llm_marl.train.trainer import Trainer
 
     save_run_config(config)
-    config = attach_expert(config)
+    config = attach_judge(attach_expert(config))
     policies = build_policies(config)
     algorithm = get_algorithm(config.algo).build(config.algorithm)
     trainer = Trainer(algorithm, policies, config.trainer)

@@ -1,5 +1,6 @@
-"""The coding expert from a run config: ``--policies.expert SPEC`` with
-``--trainer.env_kwargs.feedback expert`` (llm_marl.train.run.attach_expert)."""
+"""Frozen policies as env callables from a run config: the coding expert (``--policies.expert
+SPEC`` with ``--trainer.env_kwargs.feedback expert``, llm_marl.train.run.attach_expert) and the
+writing and search judges (``--policies.judge SPEC``, llm_marl.train.run.attach_judge)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 
 import llm_marl
 from llm_marl.errors import ConfigError
-from llm_marl.eval.coding import CodeExpert
-from llm_marl.train import attach_expert, parse_run_config
+from llm_marl.rollout.judges import AnswerJudge, CodeExpert, PolicyJudge
+from llm_marl.train import attach_expert, attach_judge, parse_run_config
 
 EXPERT_MODULE = """
 import json
@@ -87,3 +88,57 @@ def test_a_malformed_expert_spec_fails_when_the_config_is_read():
 def test_without_an_expert_the_config_is_unchanged():
     config = parse_run_config(BASE)
     assert attach_expert(config) is config
+
+
+JUDGE_MODULE = """
+calls = []
+
+
+def judge(conversation):
+    calls.append(conversation)
+    return "Score: 10"
+"""
+
+
+def test_a_policy_spec_becomes_the_writing_envs_judge(tmp_path, monkeypatch):
+    (tmp_path / "my_writing_judge.py").write_text(JUDGE_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    module = importlib.import_module("my_writing_judge")
+    argv = ["--algo", "magrpo", "--preset", "toy-tldr", "--policies.judge"]
+    argv += ["scripted:my_writing_judge:judge", "--trainer.env_kwargs.reward.judge_weight", "1"]
+    config = parse_run_config(argv)
+    attached = attach_judge(config)
+    assert "judge" not in config.trainer.env_kwargs, "the saved config keeps only the spec"
+    kwargs = attached.trainer.env_kwargs
+    assert isinstance(kwargs["judge"], PolicyJudge)
+
+    env = llm_marl.make(attached.trainer.env, **kwargs)
+    env.reset(seed=0)
+    _, rewards, _, _, infos = env.step({a: "A short answer." for a in env.agents})
+    agent = env.possible_agents[0]
+    assert infos[agent]["reward_components"]["judge"] == 1.0  # "Score: 10" -> (10 - 1) / 9
+    assert len(module.calls) == 1
+
+
+def test_the_search_envs_get_an_answer_judge_and_other_envs_none():
+    argv = [
+        "--algo",
+        "matpo",
+        "--preset",
+        "matpo-paper",
+        "--policies.judge",
+        "scripted:builtins:repr",
+    ]
+    config = parse_run_config([*argv, "--trainer.env", "websearch-v0"])
+    assert isinstance(attach_judge(config).trainer.env_kwargs["judge"], AnswerJudge)
+    with pytest.raises(ConfigError, match="coop_humaneval-v0 takes no judge"):
+        attach_judge(parse_run_config([*BASE, "--policies.judge", "scripted:builtins:repr"]))
+    both = [*BASE, "--trainer.env", "tldr-v0", "--policies.judge", "scripted:builtins:repr"]
+    with pytest.raises(ConfigError, match="set the judge once"):
+        attach_judge(parse_run_config([*both, "--trainer.env_kwargs.judge", "x"]))
+    assert (
+        attach_judge(parse_run_config(BASE)).trainer.env_kwargs
+        == parse_run_config(BASE).trainer.env_kwargs
+    )

@@ -57,7 +57,7 @@ Expert feedback (``feedback="expert"``, ``expert=``)
     Instead of the env's report, an external model's edits, as in the reference code's
     ``expert_edits`` mode (details and sources in :mod:`~llm_marl.envs.coding.expert`). After
     every round but the last, ``expert`` (any callable ``conversation -> reply text``; any frozen
-    policy through :class:`llm_marl.eval.coding.CodeExpert`) is shown the problem, the program
+    policy through :class:`llm_marl.rollout.judges.CodeExpert`) is shown the problem, the program
     as it ran, each agent's syntax error, the program's load or run error, and the feedback
     tests that failed with their errors; never a scoring test, its source or its output. It
     replies with one JSON object, ``{"aux": ..., "main": ...}`` (``{"main": ...}`` for one
@@ -174,7 +174,7 @@ class CodeCollabEnv(LLMParallelEnv):
             the problem, the program and the failing feedback tests; see
             :mod:`~llm_marl.envs.coding.expert`). Needs ``num_rounds > 1``.
         expert: with ``feedback="expert"``: any callable ``conversation -> reply text``, e.g.
-            ``llm_marl.eval.coding.CodeExpert(policy)`` over any frozen policy, or a scripted
+            ``llm_marl.rollout.judges.CodeExpert(policy)`` over any frozen policy, or a scripted
             policy's function. It is called once per distinct request, from the env's thread.
         score_on: ``"all"`` (default) or ``"hidden"``: which test units score. ``"hidden"``
             leaves out the units whose answer the prompt shows (its docstring examples), so
@@ -585,7 +585,7 @@ def _check_feedback(feedback: str, expert: object, num_rounds: int) -> None:
         if expert is None:
             raise ValueError(
                 "feedback='expert' needs expert=: a callable conversation -> reply text, e.g. "
-                "llm_marl.eval.coding.CodeExpert(policy) over any frozen policy"
+                "llm_marl.rollout.judges.CodeExpert(policy) over any frozen policy"
             )
     elif expert is not None:
         raise ValueError("expert= is only used with feedback='expert'")

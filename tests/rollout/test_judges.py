@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from llm_marl.eval.judge import FrozenJudge
-from llm_marl.eval.search import ANSWER_RUBRIC, AnswerJudge
-from llm_marl.eval.writing import JUDGE_RUBRIC, PolicyJudge
 from llm_marl.policies.base import ScriptedPolicy
+from llm_marl.rollout.judges import (
+    ANSWER_RUBRIC,
+    JUDGE_RUBRIC,
+    AnswerJudge,
+    FrozenJudge,
+    PolicyJudge,
+)
 
 
 def _judge_policy() -> ScriptedPolicy:
