@@ -348,13 +348,17 @@ class FrozenWeights:
     """Fingerprints the frozen local models' weights; :meth:`verify` proves them unchanged.
 
     A SHA-256 digest per tensor, not a copy: a frozen 3B actor costs no extra GPU memory.
+    Only frozen policies whose ``model`` is a local torch model (a ``state_dict``) are
+    fingerprinted; an OpenAI-compatible server (whose ``model`` is a name), a vLLM engine or a
+    Python function has no weights here to change, and is left out.
     """
 
     def __init__(self, policies: Mapping[str, Any]) -> None:
         self.policies = {
             agent: policy
             for agent, policy in policies.items()
-            if not getattr(policy, "trainable", False) and hasattr(policy, "model")
+            if not getattr(policy, "trainable", False)
+            and callable(getattr(getattr(policy, "model", None), "state_dict", None))
         }
         self.digests = _digests(self.policies)
 
