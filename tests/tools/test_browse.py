@@ -22,7 +22,7 @@ from llm_marl.tools.browse import (
     paginate,
 )
 from llm_marl.tools.calls import Toolbox
-from llm_marl.tools.fakeweb import FakeWeb, Reply
+from tests.tools.fakeweb import FakeWeb, Reply
 
 LOCAL = ("127.0.0.1/32",)
 

@@ -11,9 +11,9 @@ import requests
 
 from llm_marl.errors import InfrastructureError
 from llm_marl.tools import http as http_module
-from llm_marl.tools.fakeweb import FakeWeb, Reply
 from llm_marl.tools.http import HttpError, http_request
 from llm_marl.tools.search import BraveSearch, SearXNGSearch, SerperSearch
+from tests.tools.fakeweb import FakeWeb, Reply
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from email.utils import formatdate
 import pytest
 
 from llm_marl.errors import ConfigError, InfrastructureError
-from llm_marl.tools.fakeweb import FakeWeb, Reply
 from llm_marl.tools.search import (
     BraveSearch,
     ResponseCache,
@@ -22,6 +21,7 @@ from llm_marl.tools.search import (
     SearXNGSearch,
     SerperSearch,
 )
+from tests.tools.fakeweb import FakeWeb, Reply
 
 HITS = [("First", "https://a.example/1", "one"), ("Second", "https://b.example/2", "two")]
 

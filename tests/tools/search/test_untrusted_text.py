@@ -14,7 +14,6 @@ from urllib.parse import parse_qs
 import pytest
 
 from llm_marl.tools.calls import Toolbox
-from llm_marl.tools.fakeweb import FakeWeb, Reply
 from llm_marl.tools.search import (
     BraveSearch,
     Document,
@@ -25,6 +24,7 @@ from llm_marl.tools.search import (
     SerperSearch,
     search_tool,
 )
+from tests.tools.fakeweb import FakeWeb, Reply
 
 DOCS = [
     Document("a", "Tamsen Prize", "The Tamsen Prize is a poetry award."),

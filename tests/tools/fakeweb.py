@@ -7,7 +7,7 @@ order (the last one repeats), and every request is recorded.
 
 Example::
 
-    from llm_marl.tools.fakeweb import FakeWeb, Reply
+    from tests.tools.fakeweb import FakeWeb, Reply
 
     with FakeWeb() as web:
         web.route("/search", Reply(status=500), Reply(json={"organic": []}))
