@@ -20,6 +20,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from llm_marl.policies.base import (
+    BatchPolicyError,
     Completion,
     Conversation,
     Message,
@@ -51,6 +52,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "BatchPolicyError",
     "Completion",
     "Conversation",
     "HFPolicy",

@@ -254,6 +254,27 @@ class ChatTokenPolicy(ABC):
         return False
 
 
+class BatchPolicyError(PolicyError):
+    """Some conversations of one ``generate`` call failed for good, others not.
+
+    ``results[i]`` is the :class:`Completion` of conversation ``i``, or the message of its
+    failure: :func:`~llm_marl.rollout.collect` uses it to drop only the episodes whose request
+    failed. Caught as a plain :class:`PolicyError`, the whole batch counts as failed. Raised by
+    :class:`ScriptedPolicy` and :class:`~llm_marl.policies.openai.OpenAIPolicy`.
+    """
+
+    def __init__(self, message: str, results: list[Completion | str]) -> None:
+        super().__init__(message)
+        self.results = results
+
+
+def batch_summary(failed: Sequence[str], total: int) -> str:
+    """The message of a :class:`BatchPolicyError`: how many of ``total`` requests failed."""
+    if total == 1:
+        return failed[0]
+    return f"{len(failed)} of {total} request(s) failed; first: {failed[0]}"
+
+
 class ScriptedPolicy:
     """A policy backed by a plain Python function: ``fn(conversation) -> str``.
 
@@ -279,16 +300,33 @@ class ScriptedPolicy:
         sampling: SamplingParams,
         contexts: TokenContexts = None,
     ) -> list[Completion]:
-        out = []
+        """One call of the function per conversation.
+
+        A call that raises fails its conversation only: the others' completions come back in a
+        :class:`BatchPolicyError` (as an API's failed requests do), so a rollout loses only the
+        episodes whose request failed. A function that returns something other than a string
+        is a bug and raises :class:`TypeError` for the whole call.
+        """
+        out: list[Completion | str] = []
         for conv in conversations:
-            text = self.fn(conv)
+            try:
+                text = self.fn(conv)
+            except PolicyError as err:
+                out.append(str(err))
+                continue
+            except Exception as err:  # noqa: BLE001 - the function's fault on this request only
+                out.append(f"{type(err).__name__}: {err}")
+                continue
             if not isinstance(text, str):
                 raise TypeError(
                     f"ScriptedPolicy {self.name!r}: function returned {type(text).__name__}, "
                     "expected str"
                 )
             out.append(Completion(text=text))
-        return out
+        failed = [r for r in out if isinstance(r, str)]
+        if failed:
+            raise BatchPolicyError(batch_summary(failed, len(out)), out)
+        return [r for r in out if isinstance(r, Completion)]
 
     def __repr__(self) -> str:
         return f"ScriptedPolicy({self.name!r})"

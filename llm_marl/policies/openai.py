@@ -29,11 +29,13 @@ from typing import Any
 from urllib.parse import urlparse
 
 from llm_marl.policies.base import (
+    BatchPolicyError,
     Completion,
     Conversation,
     PolicyError,
     SamplingParams,
     TokenContexts,
+    batch_summary,
 )
 from llm_marl.tools.http import HttpError, http_request, retry_after_seconds
 
@@ -48,19 +50,6 @@ class _Retryable(Exception):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
-
-
-class BatchPolicyError(PolicyError):
-    """Some conversations of one :meth:`OpenAIPolicy.generate` call failed for good, others not.
-
-    ``results[i]`` is the :class:`Completion` of conversation ``i``, or the message of its
-    failure: :func:`~llm_marl.rollout.collect` uses it to drop only the episodes whose request
-    failed. Caught as a plain :class:`PolicyError`, the whole batch counts as failed.
-    """
-
-    def __init__(self, message: str, results: list[Completion | str]) -> None:
-        super().__init__(message)
-        self.results = results
 
 
 def _decode_json(body: bytes) -> Any:
@@ -393,12 +382,7 @@ class OpenAIPolicy:
             raise
         failed = [r for r in results if isinstance(r, str)]
         if failed:
-            summary = (
-                failed[0]
-                if len(results) == 1
-                else (f"{len(failed)} of {len(results)} request(s) failed; first: {failed[0]}")
-            )
-            raise BatchPolicyError(summary, results)
+            raise BatchPolicyError(batch_summary(failed, len(results)), results)
         return [r for r in results if not isinstance(r, str)]
 
     def __repr__(self) -> str:

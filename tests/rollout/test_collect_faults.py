@@ -286,3 +286,24 @@ def test_a_policy_returning_the_wrong_type_is_named_in_the_error(make, error, ma
     policies = {"speaker": Returning(make), "listener": ScriptedPolicy(listener_reads)}
     with pytest.raises(error, match=rf"policy 'buggy'.*{match}"):
         collect("referential-v0", policies, group_size=2, progress=False)
+
+
+def test_a_python_function_that_fails_one_request_costs_only_its_episode():
+    def speaker(conversation):
+        if target_of(conversation) == "2":
+            raise PolicyError("rate limited")
+        return target_of(conversation)
+
+    def listener(conversation):
+        if listener_reads(conversation) == "1":
+            raise ValueError("cannot read 1")
+        return listener_reads(conversation)
+
+    policies = {"speaker": ScriptedPolicy(speaker), "listener": ScriptedPolicy(listener)}
+    with pytest.warns(RuntimeWarning):
+        eps = collect("referential-v0", policies, group_size=2, progress=False)
+    failed = {e.task_id: e.error for e in eps if not e.ok}
+    assert set(failed) == {BAD_TASK, "referential/target=1"}, failed
+    assert "rate limited" in failed[BAD_TASK]
+    assert "ValueError: cannot read 1" in failed["referential/target=1"]
+    assert sum(e.ok and e.total_reward == 1.0 for e in eps) == 4

@@ -21,14 +21,24 @@ ONE_STEP += ["--no-progress", "--no-plot"]
 
 @pytest.fixture
 def right_module(tmp_path, monkeypatch):
-    """A module ``frozen_kinds_team`` whose ``right`` answers one symbol and counts its calls."""
+    """A module ``frozen_kinds_team``: ``right`` answers one symbol and counts its calls;
+    ``flaky`` does the same but fails every third request."""
     (tmp_path / "frozen_kinds_team.py").write_text(
         textwrap.dedent(
             """
+            from llm_marl.errors import PolicyError
+
             CALLS = []
 
             def right(conversation):
                 CALLS.append(conversation[-1]["content"])
+                return "0"
+
+            def flaky(conversation):
+                # Every third request fails, as a function over a rate-limited API would.
+                CALLS.append(conversation[-1]["content"])
+                if len(CALLS) % 3 == 0:
+                    raise PolicyError(f"request {len(CALLS)} failed")
                 return "0"
             """
         )
@@ -67,3 +77,16 @@ def test_train_with_a_frozen_hf_agent_keeps_its_weights(tmp_path, capsys, tiny_l
 def test_train_with_a_frozen_scripted_agent(tmp_path, capsys, right_module):
     _train(tmp_path, "scripted:frozen_kinds_team:right", capsys)
     assert len(right_module.CALLS) >= 4 + 2
+
+
+def test_a_python_function_agent_that_fails_one_request_loses_only_that_episode(
+    tmp_path, capsys, right_module
+):
+    # One batched call of 6 requests, one in three failing: 2 episodes lost, not the batch.
+    out = tmp_path / "run"
+    argv = [*ONE_STEP, "--tasks-per-step", "3", "--no-eval-at-start"]
+    spec = "scripted:frozen_kinds_team:flaky"
+    assert main(["train", *argv, "--output-dir", str(out), "--policies.frozen.right", spec]) == 0
+    train_row = read_jsonl(out / "metrics.jsonl")[0]
+    assert (train_row["step"], train_row["episodes"], train_row["dropped"]) == (1, 6, 2)
+    assert "loss" in train_row  # the 4 good episodes were trained on
