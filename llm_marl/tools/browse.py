@@ -57,6 +57,7 @@ import codecs
 import ipaddress
 import re
 import socket
+import sys
 import threading
 import warnings
 from collections import OrderedDict
@@ -130,6 +131,10 @@ class BrowseConfig:
             twice the default ``max_bytes``, is beyond what any page under the byte cap yields
             without such amplification.
         cache_documents: Fetched documents kept for paging (least recently used dropped).
+        cache_bytes: Most bytes of text (titles, URLs, pages, as Python holds them) the cache
+            keeps; least recently used documents are dropped first, and a document larger than
+            the whole cache is served but not kept.
+        max_title_chars: Longest title the agent reads (a ``<title>`` is the page's choice).
         user_agent: The ``User-Agent`` header sent.
         tls_verify: Certificate verification for https: True (the default CA bundle) or the
             path of a CA bundle to trust instead.
@@ -147,12 +152,18 @@ class BrowseConfig:
     max_url_chars: int = 2048
     max_text_chars: int = MAX_TEXT_CHARS
     cache_documents: int = 64
+    cache_bytes: int = 64 * 1024 * 1024
+    max_title_chars: int = 300
     user_agent: str = "llm-marl-browse/0.1"
     tls_verify: bool | str = True
 
     def __post_init__(self) -> None:
-        if min(self.timeout, self.max_bytes, self.page_chars, self.max_text_chars) <= 0:
-            raise ValueError("timeout, max_bytes, page_chars and max_text_chars must be positive")
+        sizes = (self.timeout, self.max_bytes, self.page_chars, self.max_text_chars)
+        if min(*sizes, self.cache_bytes, self.max_title_chars) <= 0:
+            raise ValueError(
+                "timeout, max_bytes, page_chars, max_text_chars, cache_bytes and "
+                "max_title_chars must be positive"
+            )
         for net in self.allowed_networks:
             ipaddress.ip_network(net, strict=False)  # raises ValueError on a typo
         for port in self.allowed_ports:
@@ -210,6 +221,12 @@ class _Document:
     title: str
     pages: list[str]
     truncated: bool
+
+    @property
+    def size(self) -> int:
+        """Bytes its strings take in memory (what the cache bound counts); O(pages)."""
+        strings = (self.final_url, self.title, *self.pages)
+        return sum(sys.getsizeof(s) for s in strings)
 
 
 class _AgentError(Exception):
@@ -686,7 +703,30 @@ class Browser:
         self.config = base
         self._infra = {_origin(o) for o in base.infrastructure_origins}
         self._cache: OrderedDict[str, _Document] = OrderedDict()
+        self._cached_bytes = 0
         self._lock = threading.Lock()
+
+    def cache_bytes(self) -> int:
+        """Bytes of the documents now cached (at most ``config.cache_bytes``)."""
+        with self._lock:
+            return self._cached_bytes
+
+    def _keep(self, key: str, doc: _Document) -> None:
+        """Cache ``doc`` under ``key`` within both bounds (call with the lock held)."""
+        size = doc.size
+        old = self._cache.pop(key, None)
+        if old is not None:
+            self._cached_bytes -= old.size
+        if size > self.config.cache_bytes:
+            return  # served, never kept: it alone would break the bound
+        self._cache[key] = doc
+        self._cached_bytes += size
+        while (
+            len(self._cache) > self.config.cache_documents
+            or self._cached_bytes > self.config.cache_bytes
+        ):
+            _, dropped = self._cache.popitem(last=False)
+            self._cached_bytes -= dropped.size
 
     def browse(self, url: str, page: int = 1) -> Page:
         """Page ``page`` (from 1) of the document at ``url``.
@@ -706,9 +746,7 @@ class Browser:
             if doc is None:
                 doc = self._fetch(key)
                 with self._lock:
-                    self._cache[key] = doc
-                    while len(self._cache) > self.config.cache_documents:
-                        self._cache.popitem(last=False)
+                    self._keep(key, doc)
         except _AgentError as e:
             return Page(url=str(url)[: self.config.max_url_chars], error=str(e))
         if page > len(doc.pages):
@@ -860,6 +898,8 @@ class Browser:
             raise _AgentError(
                 f"{url[:200]} could not be read as text ({type(e).__name__}: {str(e)[:100]})"
             ) from None
+        if len(title) > cfg.max_title_chars:
+            title = f"{title[: cfg.max_title_chars]}[... {len(title) - cfg.max_title_chars} characters cut]"
         return _Document(
             final_url=url,
             title=title,

@@ -21,8 +21,11 @@ Observations and actions
     Each agent's own chat. The system prompt lists the tools in MATPO's ``<use_mcp_tool>`` format
     (:func:`~llm_marl.tools.calls.mcp_tool_listing`); calls in Hermes ``<tool_call>`` JSON are
     accepted too (:mod:`llm_marl.tools.calls`). Tool results come back as ``{"role": "tool"}``
-    messages, cut to ``max_tool_output_tokens`` whitespace-separated tokens (the env knows no
-    tokenizer). The answer is the last ``\\boxed{...}`` of the final reply, else its last
+    messages, cut to ``max_tool_output_chars`` characters (default 8 per token) and to
+    ``max_tool_output_tokens`` tokens: the agent's tokenizer tokens when ``tokenizer=`` names
+    it (a tokenizer object, directory or hub id), else whitespace-separated words. Each field of
+    a search result (title, URL, snippet) and a page's title are bounded on their own. The
+    answer is the last ``\\boxed{...}`` of the final reply, else its last
     ``<answer>...</answer>``, else the whole reply.
 Reward (joint, at the end; components in ``infos[agent]["reward_components"]``)
     ``em`` (exact match, SQuAD normalisation, best over the gold answers), ``f1`` (token F1),
@@ -84,7 +87,7 @@ from llm_marl.envs.search.answers import exact_match, extract_answer, token_f1
 from llm_marl.envs.search.base import SpawningEnv
 from llm_marl.envs.search.datasets import load_search_data
 from llm_marl.envs.search.tools import LiveWeb, OfflineWeb
-from llm_marl.errors import DataError, InfrastructureError
+from llm_marl.errors import ConfigError, DataError, InfrastructureError
 from llm_marl.tools.browse import Browser, browse_tool
 from llm_marl.tools.calls import ParsedCalls, Tool, Toolbox, ToolCall, mcp_tool_listing
 from llm_marl.tools.search import Document, SearchEngine, load_corpus, search_tool
@@ -117,13 +120,63 @@ DELEGATE = Tool(
 _TOKEN = re.compile(r"\S+")
 
 
-def cap_tokens(text: str, max_tokens: int) -> str:
-    """``text`` cut after ``max_tokens`` whitespace-separated tokens, with a note (linear)."""
-    for i, match in enumerate(_TOKEN.finditer(text)):
-        if i == max_tokens:
-            rest = len(text) - match.start()
-            return text[: match.start()].rstrip() + f"\n[... output cut: {rest} more characters]"
-    return text
+CHARS_PER_TOKEN = 8
+"""Without an explicit ``max_tool_output_chars``, a tool result keeps at most
+``CHARS_PER_TOKEN * max_tool_output_tokens`` characters: above what prose of that many words
+takes (so the word bound decides for ordinary text), and a bound for text without spaces."""
+
+
+def cap_tokens(
+    text: str, max_tokens: int, *, max_chars: int | None = None, tokenizer: Any = None
+) -> str:
+    """``text`` cut to at most ``max_chars`` characters (default
+    ``CHARS_PER_TOKEN * max_tokens``) and ``max_tokens`` tokens, with a note saying how much was
+    cut (with a tokenizer the note is counted in the ``max_tokens``, give or take a merge at
+    the seam). Tokens are ``tokenizer``'s when one is given (an object with ``encode(text,
+    add_special_tokens=False)`` and ``decode(ids)``, e.g. a Hugging Face tokenizer), else
+    whitespace-separated words. Linear: the character cut comes first, so the tokenizer never
+    reads more than ``max_chars`` characters.
+    """
+    limit = CHARS_PER_TOKEN * max_tokens if max_chars is None else max_chars
+    kept = text[:limit]
+    if tokenizer is not None:
+        ids = tokenizer.encode(kept, add_special_tokens=False)
+        if len(ids) > max_tokens:
+            # The note counts too: its tokens are kept free (its number is at most len(text)).
+            note = tokenizer.encode(_cut_note(len(text)), add_special_tokens=False)
+            kept = tokenizer.decode(ids[: max(0, max_tokens - len(note))])
+            # A cut inside a multi-byte character decodes to U+FFFD: drop that tail.
+            kept = kept.rstrip("\ufffd")
+    else:
+        for i, match in enumerate(_TOKEN.finditer(kept)):
+            if i == max_tokens:
+                kept = kept[: match.start()]
+                break
+    if len(kept) == len(text):
+        return text
+    return kept.rstrip() + _cut_note(len(text) - len(kept))
+
+
+def _cut_note(rest: int) -> str:
+    return f"\n[... output cut: {rest} more characters]"
+
+
+def _load_tokenizer(tokenizer: Any) -> Any:
+    """``tokenizer=`` as an object with ``encode``/``decode``: a local tokenizer directory or
+    hub id is loaded with ``transformers.AutoTokenizer``; None stays None (words are counted)."""
+    if tokenizer is None or (hasattr(tokenizer, "encode") and hasattr(tokenizer, "decode")):
+        return tokenizer
+    if not isinstance(tokenizer, str):
+        raise TypeError(
+            "tokenizer must be a tokenizer (with encode and decode), a tokenizer directory or "
+            f"hub id, or None; got {type(tokenizer).__name__}"
+        )
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(tokenizer)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"tokenizer {tokenizer!r} could not be loaded: {err}") from None
 
 
 def _split(tasks: Sequence[Task], split: str) -> list[Task]:
@@ -159,6 +212,8 @@ class _SearchEnv(LLMParallelEnv, abstract=True):
         search_k: int = 5,
         page_chars: int = 2000,
         max_tool_output_tokens: int = 512,
+        max_tool_output_chars: int | None = None,
+        tokenizer: Any = None,
         reward: str = "matpo",
         accuracy: str = "em",
         accuracy_weight: float = 0.9,
@@ -179,6 +234,9 @@ class _SearchEnv(LLMParallelEnv, abstract=True):
             )
         check_int(search_k, "search_k")
         check_int(max_tool_output_tokens, "max_tool_output_tokens")
+        if max_tool_output_chars is not None:
+            check_int(max_tool_output_chars, "max_tool_output_chars")
+        self.tokenizer = _load_tokenizer(tokenizer)
         loaded, data_corpus = load_search_data(dataset, limit) if tasks is None else (None, None)
         if loaded is not None:
             loaded = _split(loaded, split)
@@ -200,6 +258,11 @@ class _SearchEnv(LLMParallelEnv, abstract=True):
         self.accuracy_weight = float(accuracy_weight)
         self.format_weight = float(format_weight)
         self.max_tool_output_tokens = max_tool_output_tokens
+        self.max_tool_output_chars = (
+            CHARS_PER_TOKEN * max_tool_output_tokens
+            if max_tool_output_chars is None
+            else max_tool_output_chars
+        )
         self.web_tools = Toolbox(
             [
                 search_tool(self.web, default_k=min(search_k, 10), max_k=10),
@@ -231,6 +294,15 @@ class _SearchEnv(LLMParallelEnv, abstract=True):
             )
         return question
 
+    def cap_output(self, text: str) -> str:
+        """``text`` (a tool result, a worker's report) within the env's output bounds."""
+        return cap_tokens(
+            text,
+            self.max_tool_output_tokens,
+            max_chars=self.max_tool_output_chars,
+            tokenizer=self.tokenizer,
+        )
+
     def brief_web_agent(self, agent: str, instructions: str) -> None:
         """Post ``agent``'s system prompt: ``instructions``, then how to call the web tools."""
         listing = mcp_tool_listing(self.web_tools.tools.values())
@@ -241,7 +313,7 @@ class _SearchEnv(LLMParallelEnv, abstract=True):
         for item in parsed.items:
             if isinstance(item, ToolCall):
                 result = self.web_tools.execute(item)
-                content = cap_tokens(result.content, self.max_tool_output_tokens)
+                content = self.cap_output(result.content)
                 self.say(agent, content, role="tool", tool_call_id=result.id, name=result.name)
             else:
                 message = item.to_message()
@@ -416,7 +488,7 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
             self.set_active(["worker"])
             return Transition()
         report = (parsed.text if parsed.items else text).strip() or "(the worker sent no report)"
-        report = cap_tokens(report, self.max_tool_output_tokens)
+        report = self.cap_output(report)
         self.say("planner", report, role="tool", tool_call_id=self.pending_call, name="delegate")
         self._remind_planner()
         self.set_active(["planner"])

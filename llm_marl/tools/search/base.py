@@ -7,10 +7,30 @@ from typing import Any, Protocol, runtime_checkable
 
 from llm_marl.tools.calls import Tool, ToolUseError, tool
 
-__all__ = ["SearchEngine", "SearchResult", "format_results", "search_tool"]
+__all__ = ["SearchEngine", "SearchResult", "clip", "format_results", "search_tool"]
 
 MAX_QUERY_CHARS = 1000
 """Queries are cut to this many characters before they reach any engine."""
+
+MAX_TITLE_CHARS = 300
+"""Longest title an agent reads in a result list or a page header (longer ones are cut)."""
+MAX_URL_CHARS = 2048
+"""Longest URL an agent reads in a result list (a browser refuses longer ones anyway)."""
+MAX_SNIPPET_CHARS = 1000
+"""Longest snippet an agent reads per result: live engines' snippets are the engine's choice."""
+MAX_ECHO_CHARS = 200
+"""The query is echoed in the result list's first line up to this many characters."""
+
+
+def clip(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars`` characters, with a note saying how many were cut.
+
+    Each field is bounded on its own so that one huge title (or URL, or snippet, with or
+    without spaces) cannot fill a result list and push out the other results.
+    """
+    if len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]}[... {len(text) - max_chars} characters cut]"
 
 
 @dataclass(frozen=True)
@@ -50,12 +70,17 @@ class SearchEngine(Protocol):
 
 
 def format_results(query: str, results: list[SearchResult]) -> str:
-    """The text an agent reads for a result list (numbered title, URL and snippet)."""
+    """The text an agent reads for a result list (numbered title, URL and snippet), each field
+    bounded (:data:`MAX_TITLE_CHARS`, :data:`MAX_URL_CHARS`, :data:`MAX_SNIPPET_CHARS`)."""
+    echo = clip(query, MAX_ECHO_CHARS)
     if not results:
-        return f"No results for {query!r}."
-    blocks = [f"Results for {query!r}:"]
+        return f"No results for {echo!r}."
+    blocks = [f"Results for {echo!r}:"]
     for i, r in enumerate(results, 1):
-        blocks.append(f"{i}. {r.title}\nURL: {r.url}\n{r.snippet}".rstrip())
+        title = clip(r.title, MAX_TITLE_CHARS)
+        url = clip(r.url, MAX_URL_CHARS)
+        snippet = clip(r.snippet, MAX_SNIPPET_CHARS)
+        blocks.append(f"{i}. {title}\nURL: {url}\n{snippet}".rstrip())
     return "\n\n".join(blocks)
 
 
