@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from llm_marl.tools.fakeweb import FakeWeb, Reply
 
 import llm_marl
 from llm_marl.envs.search.env import cap_tokens
 from llm_marl.tools.browse import Browser, browse_tool
 from llm_marl.tools.calls import Toolbox
 from llm_marl.tools.search import Document, SearchResult, format_results, search_tool
+from tests.tools.fakeweb import FakeWeb, Reply
 
 from .scripted import hermes, mcp
 
