@@ -39,7 +39,7 @@ import argparse
 import ast
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -62,6 +62,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (MATH, MATH_TEAM, CODING, WRIT
 """The eval families the command line knows, by name; any other env is played as is."""
 
 ANY_ENV = EnvFamily()
+
+EXIT_NOTHING_SCORED = 1
+"""Exit status when every episode of a benchmark failed (the table is still printed)."""
+_MAX_ERROR_CHARS = 400
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -163,8 +167,10 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """``llm-marl eval``: run the evaluation, print the table, return 0.
 
-    User errors (bad specs, unknown benchmarks: :class:`~llm_marl.errors.LLMMarlError`)
-    propagate; :func:`llm_marl.cli.main` prints them as one line and exits 2.
+    Returns :data:`EXIT_NOTHING_SCORED` (1), after the table and one line on stderr, when every
+    episode of a benchmark failed (infrastructure errors: nothing was scored). User errors (bad
+    specs, unknown benchmarks: :class:`~llm_marl.errors.LLMMarlError`) propagate;
+    :func:`llm_marl.cli.main` prints them as one line and exits 2.
     """
     args = _parser().parse_args(argv)
     policies: dict[str, Policy] = {}
@@ -211,7 +217,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.output, "w", encoding="utf-8") as f:
             json.dump(report, f, indent=2)
     print(format_report(report), file=sys.stdout)
+    lost = all_failed(report)
+    if lost is not None:
+        # Not a user error (2): the run went through and nothing could be scored (a dead
+        # server, a broken sandbox). One line, after the table that shows the error counts.
+        print(f"llm-marl eval: error: {lost}", file=sys.stderr)
+        return EXIT_NOTHING_SCORED
     return 0
+
+
+def all_failed(report: Mapping[str, Any]) -> str | None:
+    """One line naming the benchmarks of ``report`` whose every episode failed, or None."""
+    failed = {
+        name: b
+        for name, b in report["benchmarks"].items()
+        if b["num_episodes"] and not b["num_scored"]
+    }
+    if not failed:
+        return None
+    which = ", ".join(
+        f"{n!r} ({b['num_errors']} of {b['num_episodes']})" for n, b in failed.items()
+    )
+    first = " ".join(str(next(iter(failed.values())).get("first_error") or "").split())
+    if len(first) > _MAX_ERROR_CHARS:
+        first = first[: _MAX_ERROR_CHARS - 3] + "..."
+    return f"every episode of {which} failed, nothing was scored; first error: {first}"
 
 
 def _team(args: argparse.Namespace) -> dict[str, str]:

@@ -95,8 +95,9 @@ def benchmark_scores(
 ) -> dict[str, Any]:
     """The scores of one benchmark's records (see the module docstring for the rules).
 
-    Returns ``{"num_problems", "num_episodes", "num_scored", "num_errors", "num_success",
-    "pass@<k>" for each k, "mean_reward", "components"}`` plus whatever ``extra`` returns.
+    Returns ``{"num_problems", "num_episodes", "num_scored", "num_errors", "first_error",
+    "num_success", "pass@<k>" for each k, "mean_reward", "components"}`` plus whatever
+    ``extra`` returns; ``first_error`` is the error of the first failed episode (or None).
     """
     problems: dict[Any, list[Record]] = {}
     for r in records:
@@ -108,6 +109,7 @@ def benchmark_scores(
         "num_episodes": len(records),
         "num_scored": len(scored),
         "num_errors": len(records) - len(scored),
+        "first_error": next((r["error"] for r in records if r.get("error") is not None), None),
         "num_success": sum(1 for r in scored if r.get("success")) if reports_success else None,
     }
     for k in ks:

