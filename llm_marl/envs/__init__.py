@@ -26,7 +26,7 @@ from llm_marl.envs.registration import (
     spec,
 )
 from llm_marl.envs.vector import VectorEnv
-from llm_marl.envs.wrappers import AnyEnv, ParallelEnvWrapper, StepLimit, TurnLimit
+from llm_marl.envs.wrappers import AnyEnv, ParallelEnvWrapper, StepLimit
 from llm_marl.errors import InfrastructureError
 
 register(
@@ -60,7 +60,6 @@ __all__ = [
     "StepResult",
     "Task",
     "Transition",
-    "TurnLimit",
     "VectorEnv",
     "make",
     "make_vec",

@@ -50,10 +50,6 @@ terminated / truncated
     (``max_steps`` reached, :meth:`~LLMParallelEnv.end_episode` called by a wrapper, or an
     infrastructure failure); a truncated episode carries no success flag.
 
-Deprecated names, still accepted: ``env.turn`` (use ``env.step_count``), ``TurnLimit`` (use
-``StepLimit``), ``max_episode_steps=`` of ``register`` / ``make`` / ``EnvSpec`` (use
-``max_steps``).
-
 Writing an environment
 ----------------------
 Subclass, set ``possible_agents`` and ``metadata["name"]`` (the registered id, e.g.
@@ -318,14 +314,6 @@ class LLMParallelEnv(ParallelEnv):
     def active_agents(self) -> list[str]:
         """The agents that act in the next step (``infos[agent]["active"]``)."""
         return [a for a in self.possible_agents if a in self._active]
-
-    @property
-    def turn(self) -> int:
-        """Deprecated name of :attr:`step_count` (a turn is one agent's action, not a step)."""
-        warnings.warn(
-            "env.turn is deprecated: it counts steps; use env.step_count", DeprecationWarning, 2
-        )
-        return self.step_count
 
     @property
     def np_random(self) -> np.random.Generator:

@@ -77,11 +77,6 @@ class EnvSpec:
     def version(self) -> int:
         return int(self._match().group("version"))
 
-    @property
-    def max_episode_steps(self) -> int | None:
-        """Deprecated name of :attr:`max_steps`."""
-        return self.max_steps
-
     def make(self, **kwargs: Any) -> AnyEnv:
         """Build the env with ``self.kwargs`` updated by ``kwargs`` (see :func:`make`)."""
         return make(self, **kwargs)
@@ -105,7 +100,6 @@ def register(
     kwargs: Mapping[str, Any] | None = None,
     max_steps: int | None = None,
     description: str = "",
-    max_episode_steps: int | None = None,
 ) -> EnvSpec:
     """Register an environment under ``id``. Re-registering an id replaces it with a warning.
 
@@ -116,9 +110,7 @@ def register(
         max_steps: a cap on steps per episode imposed by ``make`` (a
             :class:`~llm_marl.envs.wrappers.StepLimit`); None leaves the env's own cap.
         description: one line for ``pprint_registry`` and ``llm-marl list``.
-        max_episode_steps: deprecated name of ``max_steps``.
     """
-    max_steps = _legacy_max_steps(max_steps, max_episode_steps, "register")
     spec_ = EnvSpec(
         id=id,
         entry_point=entry_point,
@@ -176,8 +168,7 @@ def make(env_id: str | EnvSpec, *, max_steps: int | None = None, **kwargs: Any) 
             :class:`~llm_marl.envs.wrappers.StepLimit`. Default: the spec's ``max_steps`` (none
             for the built-in ids, whose envs end their episodes themselves).
         **kwargs: constructor arguments, overriding the spec's ``kwargs``. Unknown names raise
-            with the list of accepted ones. (``max_episode_steps=`` is a deprecated name of
-            ``max_steps``.)
+            with the list of accepted ones.
 
     Returns:
         An :class:`~llm_marl.envs.base.LLMParallelEnv`, or a wrapper of one (always a
@@ -185,10 +176,8 @@ def make(env_id: str | EnvSpec, *, max_steps: int | None = None, **kwargs: Any) 
         the env itself and ``env.spec`` the spec it was built from.
     """
     spec_ = env_id if isinstance(env_id, EnvSpec) else spec(env_id)
-    legacy = kwargs.pop("max_episode_steps", None)
     factory = _load_entry_point(spec_.entry_point, spec_.id)
     merged = {**spec_.kwargs, **kwargs}
-    max_steps = _legacy_max_steps(max_steps, legacy, "make")
     cap = check_step_cap(max_steps, "max_steps") if max_steps is not None else spec_.max_steps
     _check_kwargs(factory, merged, spec_.id)
     env = factory(**merged)
@@ -235,20 +224,6 @@ def _unknown_id_error(env_id: str) -> UnknownEnvError:
         f"no environment registered as {env_id!r}.{hint} "
         f"See llm_marl.pprint_registry() for the {len(registry)} registered ids."
     )
-
-
-def _legacy_max_steps(max_steps: int | None, legacy: int | None, where: str) -> int | None:
-    """Accept the deprecated ``max_episode_steps=`` (Gymnasium's name) for ``max_steps``."""
-    if legacy is None:
-        return max_steps
-    warnings.warn(
-        f"{where}(max_episode_steps=...) is deprecated; use max_steps=...",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    if max_steps is not None and max_steps != legacy:
-        raise ValueError(f"{where}: max_steps={max_steps} and max_episode_steps={legacy} disagree")
-    return legacy
 
 
 def _load_entry_point(entry_point: EntryPoint, env_id: str) -> Callable[..., AnyEnv]:

@@ -122,7 +122,3 @@ class StepLimit(ParallelEnvWrapper):
                 info["active"] = False
             self.env.unwrapped.end_episode()
         return obs, rewards, terms, truncs, infos
-
-
-TurnLimit = StepLimit
-"""Deprecated name of :class:`StepLimit` (it counts steps, not turns)."""

@@ -130,18 +130,13 @@ def test_bad_caps_are_rejected_at_register_and_make(cap):
         llm_marl.make("referential-v0", max_steps=cap)
 
 
-def test_max_episode_steps_is_a_deprecated_alias():
-    with pytest.warns(DeprecationWarning, match="use max_steps"):
-        spec = llm_marl.register("old-v0", CoordinationEnv, max_episode_steps=1)
-    try:
-        assert spec.max_steps == 1 and spec.max_episode_steps == 1
-        with pytest.warns(DeprecationWarning, match="use max_steps"):
-            env = llm_marl.make("referential-v0", max_episode_steps=1)
-        assert isinstance(env, StepLimit) and env.max_steps == 1
-        with pytest.raises(ValueError, match="disagree"):
-            llm_marl.make("referential-v0", max_steps=2, max_episode_steps=1)
-    finally:
-        del llm_marl.registry["old-v0"]
+def test_the_old_name_max_episode_steps_is_gone():
+    with pytest.raises(TypeError, match="max_episode_steps"):
+        llm_marl.register("old-v0", CoordinationEnv, max_episode_steps=1)  # type: ignore[call-arg]
+    assert "old-v0" not in llm_marl.registry
+    with pytest.raises(TypeError, match=r"unknown arguments \[.max_episode_steps.\]"):
+        llm_marl.make("referential-v0", max_episode_steps=1)
+    assert not hasattr(llm_marl.spec("referential-v0"), "max_episode_steps")
 
 
 def test_unknown_kwargs_error_mentions_max_steps():

@@ -43,12 +43,10 @@ def test_step_count_counts_steps_and_is_reported_everywhere():
     assert env.step_count == 0
 
 
-def test_turn_is_a_deprecated_alias_of_step_count():
+def test_the_old_name_turn_is_gone():
     env = Endless()
     env.reset()
-    env.step({"a": "x"})
-    with pytest.warns(DeprecationWarning, match="use env.step_count"):
-        assert env.turn == 1
+    assert not hasattr(env, "turn"), "env.step_count is the one name of the step counter"
 
 
 @pytest.mark.parametrize(("cap", "expected"), [(None, 64), (1, 1), (3, 3)])

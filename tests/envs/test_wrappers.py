@@ -10,7 +10,7 @@ from pettingzoo.test import parallel_api_test
 
 import llm_marl
 from llm_marl.envs import LLMParallelEnv, Transition
-from llm_marl.envs.wrappers import ParallelEnvWrapper, StepLimit, TurnLimit
+from llm_marl.envs.wrappers import ParallelEnvWrapper, StepLimit
 
 PACKAGE = Path(llm_marl.__file__).resolve().parent
 
@@ -120,8 +120,11 @@ def test_wrappers_wrap_llm_envs_only():
         ParallelEnvWrapper(object())  # type: ignore[arg-type]
 
 
-def test_turn_limit_is_the_deprecated_name_of_step_limit():
-    assert TurnLimit is StepLimit
+def test_the_old_name_turn_limit_is_gone():
+    import llm_marl.envs.wrappers
+
+    assert not hasattr(llm_marl.envs.wrappers, "TurnLimit")
+    assert not hasattr(llm_marl.envs, "TurnLimit")
 
 
 def test_end_episode_is_a_no_op_without_an_episode_and_reset_recovers():
