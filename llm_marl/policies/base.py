@@ -56,9 +56,20 @@ class SamplingParams:
     """Strings that end a completion (the stop string is kept out of ``text``)."""
     seed: int | None = None
     """Seed for this call; ``None`` draws from the backend's own generator."""
+    request_seeds: tuple[int, ...] | None = None
+    """One seed per conversation of the call (set by :func:`~llm_marl.rollout.collect`): each
+    conversation then samples from a generator of its own, so that its completion does not
+    depend on which other conversations share the batch. Backends that sample themselves
+    (``HFPolicy``, ``VLLMPolicy``, ``OpenAIPolicy``'s per-request ``seed``) honour it; when set
+    it takes precedence over :attr:`seed`."""
 
     def __post_init__(self) -> None:
         check_int(self.max_new_tokens, "max_new_tokens")
+        if self.request_seeds is not None:
+            if not isinstance(self.request_seeds, tuple):
+                raise TypeError("request_seeds must be a tuple of ints (one per conversation)")
+            for s in self.request_seeds:
+                check_int(s, "request_seeds[i]", 0)
         check_number(self.temperature, "temperature", 0)
         check_number(self.top_p, "top_p", 0, 1, open_low=True)
         check_int(self.top_k, "top_k", 0)

@@ -249,6 +249,45 @@ class _SampledTokenLogprobs:
         return torch.stack(self._steps, dim=1)
 
 
+class _RowSampler:
+    """A logits processor that samples every row from a generator of its own.
+
+    With per-request seeds (:attr:`SamplingParams.request_seeds`), a row's completion must not
+    depend on the other rows of the batch; transformers draws one ``multinomial`` over the whole
+    batch from one generator. This processor (run after :class:`_SampledTokenLogprobs`, with
+    ``generate`` in greedy mode) applies the temperature and transformers' own top-k / top-p
+    warpers, draws each row's token from that row's ``torch.Generator``, and returns scores in
+    which only the drawn token is finite, so that greedy decoding picks exactly it. Each row
+    draws once per step, so its stream of draws is its own whatever the batch holds.
+    """
+
+    def __init__(self, seeds: Sequence[int], sampling: SamplingParams, device: Any) -> None:
+        import torch
+        from transformers import TopKLogitsWarper, TopPLogitsWarper
+
+        self.temperature = sampling.temperature
+        self.warpers: list[Any] = []
+        if sampling.top_k:
+            self.warpers.append(TopKLogitsWarper(sampling.top_k))
+        if sampling.top_p < 1.0:
+            self.warpers.append(TopPLogitsWarper(sampling.top_p))
+        self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        warped = scores.float() / self.temperature
+        for warper in self.warpers:
+            warped = warper(input_ids, warped)
+        probs = torch.softmax(warped, dim=-1)
+        picked = torch.cat(
+            [torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(self.generators)]
+        )
+        out = torch.full_like(scores, float("-inf"))
+        out.scatter_(-1, picked.unsqueeze(-1), 0.0)
+        return out
+
+
 class HFPolicy(ChatTokenPolicy):
     """A ``transformers`` causal LM (optionally a LoRA adapter on it) as a :class:`Policy`.
 
@@ -551,13 +590,19 @@ class HFPolicy(ChatTokenPolicy):
         input_ids, attention = input_ids.to(device), attention.to(device)
 
         greedy = sampling.temperature == 0
+        seeds = sampling.request_seeds
+        if seeds is not None and len(seeds) != batch:
+            raise ValueError(f"got {len(seeds)} request seeds for {batch} prompts")
+        # Per-request seeds: _RowSampler draws each row's token and greedy decoding keeps it.
+        per_row = seeds is not None and not greedy
+        plain = greedy or per_row  # transformers' own sampler stays off
         config = GenerationConfig(
             max_new_tokens=sampling.max_new_tokens,
-            do_sample=not greedy,
-            temperature=1.0 if greedy else sampling.temperature,
+            do_sample=not plain,
+            temperature=1.0 if plain else sampling.temperature,
             # Greedy decoding ignores them, and transformers warns when they are set.
-            top_p=None if greedy else sampling.top_p,
-            top_k=None if greedy else sampling.top_k,
+            top_p=None if plain else sampling.top_p,
+            top_k=None if plain else sampling.top_k,
             num_beams=1,
             repetition_penalty=1.0,
             eos_token_id=list(self.end_ids),
@@ -566,7 +611,11 @@ class HFPolicy(ChatTokenPolicy):
         )
         temp = 1.0 if greedy else sampling.temperature
         recorder = _SampledTokenLogprobs(temp)
-        kwargs: dict[str, Any] = {"logits_processor": LogitsProcessorList([recorder])}
+        processors: list[Any] = [recorder]
+        if per_row:
+            assert seeds is not None
+            processors.append(_RowSampler(seeds, sampling, device))
+        kwargs: dict[str, Any] = {"logits_processor": LogitsProcessorList(processors)}
         if sampling.stop:
             config.stop_strings = list(sampling.stop)
             kwargs["tokenizer"] = self.tokenizer  # StopStringCriteria needs it

@@ -360,14 +360,18 @@ class OpenAIPolicy:
 
         ``contexts`` are ignored (a text API re-renders every prompt). With a seed, conversation
         ``i`` is sent ``seed + i`` so that identical prompts in a batch (a GRPO group) still get
-        different samples. Raises :class:`PolicyError` if any request fails for good.
+        different samples; with ``sampling.request_seeds``, conversation ``i`` is sent
+        ``request_seeds[i]``. Raises :class:`PolicyError` if any request fails for good.
         """
         if conversations and isinstance(conversations[0], dict):
             raise TypeError("generate takes a list of conversations (a list of message lists)")
         pool = self._executor()
         futures: list[Future[Completion]] = []
         for i, conv in enumerate(conversations):
-            seed = None if sampling.seed is None else sampling.seed + i
+            if sampling.request_seeds is not None:
+                seed: int | None = sampling.request_seeds[i]
+            else:
+                seed = None if sampling.seed is None else sampling.seed + i
             futures.append(pool.submit(self._complete, self._payload(conv, sampling, seed)))
         results: list[Completion | str] = []
         try:

@@ -33,7 +33,8 @@ distribution vLLM samples from (``HFPolicy``'s own sampler reports untruncated o
 
 Seeds: ``SamplingParams.seed`` (or the policy's own generator) seeds torch's global generator
 around the call, restored afterwards, exactly as :class:`HFPolicy` does; vLLM draws the noise of
-every unseeded request from it. Runs are reproducible on one machine; the same seed gives
+every unseeded request from it. ``SamplingParams.request_seeds`` (set by ``collect``) gives
+each request vLLM's per-request ``seed`` instead. Runs are reproducible on one machine; the same seed gives
 different samples under ``transformers`` and under vLLM.
 
 vLLM runs in this process: ``VLLM_ENABLE_V1_MULTIPROCESSING`` is set to ``0`` (an explicit
@@ -550,10 +551,17 @@ class VLLMPolicy(ChatTokenPolicy):
         )
         seed = call_seed(sampling, self._rng)
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
+        per_request: Any = params
+        if sampling.request_seeds is not None:
+            # vLLM seeds each request's own generator: a request's sample is its own whatever
+            # else is in the batch.
+            per_request = [params.clone() for _ in prompts]
+            for p, s in zip(per_request, sampling.request_seeds, strict=True):
+                p.seed = int(s)
         with self._lock, torch.random.fork_rng(devices=_cuda_devices()), self._threads():
             self._check_open()
             torch.manual_seed(seed)
-            outputs = self.llm.generate(requests, params, lora_request=lora, use_tqdm=False)
+            outputs = self.llm.generate(requests, per_request, lora_request=lora, use_tqdm=False)
         ids: list[list[int]] = []
         lps: list[list[float]] = []
         for out in outputs:

@@ -7,7 +7,15 @@ a 1-5B model rollout fast on a GPU, and even a tiny model on a CPU (see
 ``benchmarks/rollout_batching.py``).
 
 Groups: every task is played by ``group_size`` copies (the GRPO group); episodes come back
-task-major (task 0's G copies, then task 1's, ...).
+task-major (task 0's G copies, then task 1's, ...). A group is named by
+:attr:`Episode.group_id`, which holds the task's *global* index (``task_indices``), so the
+episodes of several calls that each play a shard of one batch never merge two tasks' groups.
+
+Seeds are per request, never per batch: copy ``g`` of the task with global index ``i`` is reset
+with ``seed + i * group_size + g``, and the request of agent ``a`` at env step ``t`` of that
+episode samples with :func:`request_seed` ``(seed, i, g, t, a)``. With a policy that honours
+:attr:`SamplingParams.request_seeds` (``HFPolicy``, ``VLLMPolicy``) the same seed gives the same
+episodes token for token however the batch is split into calls (or workers).
 
 Shared frozen requests (``share_frozen``): when several episodes of one group ask a frozen agent
 the same thing (same policy and sampling, equal conversation and token stream), the policy
@@ -56,6 +64,8 @@ def collect(
     on_generate: Callable[[Policy, int], None] | None = None,
     raise_if_env_always_fails: bool = False,
     share_frozen: Collection[str] = (),
+    task_indices: Sequence[int] | None = None,
+    executor: Any = None,
 ) -> list[Episode]:
     """Play ``tasks`` x ``group_size`` episodes and return them task-major.
 
@@ -84,6 +94,13 @@ def collect(
             Sharing happens within a group only (never across tasks, nor between two agents
             that share a policy object). A trainable agent (or one whose policy object is
             trainable) is refused: its group would hold one sample ``G`` times.
+        task_indices: the global index of each task in the batch this call plays a shard of
+            (default ``0 .. len(tasks) - 1``). Reset seeds, sampling seeds,
+            :attr:`Episode.task_index` and :attr:`Episode.group_id` derive from it, so shards
+            of one batch played by separate calls give exactly the episodes of one call.
+        executor: an object with this function's signature as a ``collect`` method (e.g.
+            :class:`llm_marl.distributed.RayExecutor`): the call is handed to it whole.
+            ``None``: play here.
 
     Faults never crash the batch: an episode whose policy request fails (any exception of the
     call; with OpenAIPolicy only the conversations that failed), whose env raises in ``reset`` or
@@ -94,7 +111,25 @@ def collect(
     """
     if not isinstance(group_size, int) or group_size < 1:
         raise ValueError(f"group_size must be an int >= 1, got {group_size!r}")
-    vec, owned, slots = _build_envs(env, tasks, group_size, env_kwargs, seed, max_workers)
+    if executor is not None:
+        return executor.collect(
+            env,
+            policies,
+            tasks,
+            group_size=group_size,
+            sampling=sampling,
+            seed=seed,
+            env_kwargs=env_kwargs,
+            progress=progress,
+            max_workers=max_workers,
+            on_generate=on_generate,
+            raise_if_env_always_fails=raise_if_env_always_fails,
+            share_frozen=share_frozen,
+            task_indices=task_indices,
+        )
+    vec, owned, slots = _build_envs(
+        env, tasks, group_size, env_kwargs, seed, max_workers, task_indices
+    )
     try:
         collector = _Collector(
             vec, slots, policies, group_size, sampling, seed, on_generate, share_frozen
@@ -105,9 +140,10 @@ def collect(
             vec.close()
 
 
-def _build_envs(env, tasks, group_size, env_kwargs, seed, max_workers):
+def _build_envs(env, tasks, group_size, env_kwargs, seed, max_workers, task_indices=None):
     probe = _make_one(env, env_kwargs)
     task_list = _resolve_tasks(probe, tasks, seed)
+    indices = check_task_indices(task_indices, len(task_list))
     n = len(task_list) * group_size
     if isinstance(env, VectorEnv):
         if len(env) != n:
@@ -119,9 +155,23 @@ def _build_envs(env, tasks, group_size, env_kwargs, seed, max_workers):
     else:
         copies = [probe] + [_make_one(env, env_kwargs) for _ in range(n - 1)]
         vec, owned = VectorEnv(copies, max_workers=max_workers), True
-    # slot k of the VectorEnv plays (task index, task): task-major, group copies adjacent.
-    slots = [(i, t) for i, t in enumerate(task_list) for _ in range(group_size)]
+    # slot k of the VectorEnv plays (global task index, task): task-major, copies adjacent.
+    slots = [(i, t) for i, t in zip(indices, task_list) for _ in range(group_size)]
     return vec, owned, slots
+
+
+def check_task_indices(task_indices: Sequence[int] | None, n: int) -> list[int]:
+    """``task_indices`` (see :func:`collect`) as a list of ``n`` distinct ints >= 0."""
+    if task_indices is None:
+        return list(range(n))
+    out = list(task_indices)
+    if len(out) != n:
+        raise ValueError(f"task_indices has {len(out)} entries for {n} tasks")
+    if any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in out):
+        raise ValueError(f"task_indices must be ints >= 0, got {out!r:.80}")
+    if len(set(out)) != n:
+        raise ValueError(f"task_indices must be distinct, got {out!r:.80}")
+    return out
 
 
 def _make_one(env: EnvSource, env_kwargs: Mapping[str, Any] | None):
@@ -172,6 +222,8 @@ class _Collector:
         self.policies = check_policies(policies, agents)
         self.share = check_share_frozen(share, self.policies)
         self.sampling = per_agent_sampling(sampling, agents, default=SamplingParams())
+        self.group_size = group_size
+        self.agent_index = {a: i for i, a in enumerate(agents)}
         # A stable per-policy number (order of first appearance) to derive sampling seeds from.
         self.policy_index: dict[int, int] = {}
         for a in agents:
@@ -182,6 +234,7 @@ class _Collector:
                 task_id=str(task["task_id"]),
                 task_index=ti,
                 group_index=k % group_size,
+                group_id=group_id(ti, task["task_id"]),
                 trajectories={
                     a: Trajectory(
                         a,
@@ -199,7 +252,11 @@ class _Collector:
     def run(self, progress: bool, raise_if_env_always_fails: bool = False) -> list[Episode]:
         vec = self.vec
         n = len(vec)
-        seeds = [None if self.seed is None else self.seed + k for k in range(n)]
+        # Per slot, from the global task index and the copy: independent of how tasks are split.
+        seeds = [
+            None if self.seed is None else self.seed + ti * self.group_size + k % self.group_size
+            for k, (ti, _) in enumerate(self.slots)
+        ]
         options = [{"task": task} for _, task in self.slots]
         results = self._each_env(
             lambda k: vec.envs[k].reset(seed=seeds[k], options=options[k]), range(n)
@@ -324,9 +381,24 @@ class _Collector:
         contexts = [stream_context(self.contexts[k].get(agent), obs[k][agent]) for k, agent in reqs]
         # A shared agent's requests are identical only within its group (the task's G copies).
         keys = [(self.slots[k][0], agent) if agent in self.share else None for k, agent in reqs]
+        call = step_sampling(sampling, self.seed, step, self.policy_index[id(policy)])
+        if self.seed is not None and sampling.seed is None:
+            call = dataclasses.replace(
+                call,
+                request_seeds=tuple(
+                    request_seed(
+                        self.seed,
+                        self.slots[k][0],
+                        k % self.group_size,
+                        step,
+                        self.agent_index[agent],
+                    )
+                    for k, agent in reqs
+                ),
+            )
         return generate_shared(
             policy,
-            step_sampling(sampling, self.seed, step, self.policy_index[id(policy)]),
+            call,
             conversations,
             contexts,
             keys,
@@ -377,6 +449,22 @@ def step_sampling(
     return dataclasses.replace(
         sampling, seed=(seed * 1_000_003 + step * 7919 + policy_index) % 2**31
     )
+
+
+def request_seed(seed: int, task_index: int, copy: int, step: int, agent_index: int) -> int:
+    """The sampling seed of one request: agent number ``agent_index`` (its place in the env's
+    ``possible_agents``) at env step ``step`` of copy ``copy`` of the task with global index
+    ``task_index``, in a collect seeded with ``seed``. A hash (numpy's ``SeedSequence``) of the
+    five numbers, in ``[0, 2**31)``: every request gets an independent stream."""
+    import numpy as np
+
+    state = np.random.SeedSequence([seed % 2**63, task_index, copy, step, agent_index])
+    return int(state.generate_state(1, np.uint32)[0]) & 0x7FFFFFFF
+
+
+def group_id(task_index: int, task_id: Any) -> str:
+    """:attr:`Episode.group_id` of the copies of the task with global index ``task_index``."""
+    return f"{task_index}/{task_id}"
 
 
 def generate_batch(
@@ -455,6 +543,10 @@ def generate_shared(
     if len(firsts) == len(source):  # nothing to share: the plain batch
         unshared = [False] * len(source)
         return generate_batch(policy, sampling, conversations, contexts, on_generate), unshared
+    if sampling.request_seeds is not None:  # a shared request samples with its first's seed
+        sampling = dataclasses.replace(
+            sampling, request_seeds=tuple(sampling.request_seeds[i] for i in firsts)
+        )
     done = generate_batch(
         policy,
         sampling,

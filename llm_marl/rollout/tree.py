@@ -195,6 +195,7 @@ class RolloutTree:
             task_id=self.task_id,
             task_index=self.task_index,
             group_index=group_index,
+            group_id=f"{self.task_index}/{self.task_id}",
             trajectories=trajectories,
             step_rewards=[node.reward for node in path],
             reward_components=dict(last.reward_components) if last else {},

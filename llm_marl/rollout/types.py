@@ -168,7 +168,8 @@ class Episode:
 
     task_id: str
     task_index: int
-    """Index of the task in the batch passed to ``collect`` (episodes of one task = one group)."""
+    """Global index of the task in the batch (``collect``'s ``task_indices``; by default its
+    place in the ``tasks`` passed to ``collect``)."""
     group_index: int
     """Which of the G copies of the task this is."""
     trajectories: dict[str, Trajectory]
@@ -181,6 +182,13 @@ class Episode:
     error: str | None = None
     """Set when infrastructure failed; such episodes must be dropped or retried, not learned from."""
     final_infos: dict[str, dict[str, Any]] = field(default_factory=dict)
+    group_id: str = ""
+    """The GRPO group the episode belongs to: ``"<global task index>/<task_id>"``, set by
+    ``collect`` (episodes of one task = one group). Unique within a training step however the
+    batch was sharded; empty only for an episode built by hand (then ``task_index`` groups)."""
+    policy_versions: dict[str, int] = field(default_factory=dict)
+    """Per agent, the version of the weights its turns were sampled with (set by a
+    distributed executor; empty when collected in process, where it is always current)."""
 
     @property
     def total_reward(self) -> float:
@@ -192,8 +200,9 @@ class Episode:
 
 
 def group_episodes(episodes: list[Episode]) -> list[list[Episode]]:
-    """Episodes grouped by ``task_index`` (the GRPO groups), in order of first appearance."""
-    groups: dict[int, list[Episode]] = {}
+    """Episodes grouped by :attr:`Episode.group_id` (the GRPO groups), in order of first
+    appearance; an episode without one (built by hand) is grouped by ``task_index``."""
+    groups: dict[str, list[Episode]] = {}
     for ep in episodes:
-        groups.setdefault(ep.task_index, []).append(ep)
+        groups.setdefault(ep.group_id or f"{ep.task_index}/", []).append(ep)
     return list(groups.values())
