@@ -85,18 +85,43 @@ def extract_answer(text: str) -> str:
     return text.strip()[:MAX_ANSWER_CHARS]
 
 
+def _raw(text: str) -> str:
+    """Lower-cased with whitespace collapsed: how a gold that normalises to "" is compared."""
+    return " ".join(text.lower().split())
+
+
+def _same(prediction: str, pred: str, gold: str) -> bool:
+    """Whether ``prediction`` (normalised: ``pred``) answers ``gold``.
+
+    A gold of punctuation and articles only (FRAMES' ``"....-"``, ``"The"``) normalises to
+    ``""``, as does an empty or punctuation-only prediction: such a gold is compared raw, so
+    that only its own text matches it. A gold that is blank even raw matches nothing.
+    """
+    normalised = normalize_answer(gold)
+    if normalised:
+        return pred == normalised
+    raw = _raw(gold)
+    return bool(raw) and _raw(prediction) == raw
+
+
 def exact_match(prediction: str, golds: Sequence[str]) -> float:
-    """1.0 if the normalised prediction equals a normalised gold answer, else 0.0."""
+    """1.0 if the normalised prediction equals a normalised gold answer, else 0.0 (a gold that
+    normalises to nothing is compared raw, lower-cased with spaces collapsed)."""
     pred = normalize_answer(prediction)
-    return float(any(pred == normalize_answer(g) for g in golds))
+    return float(any(_same(prediction, pred, g) for g in golds))
 
 
 def token_f1(prediction: str, golds: Sequence[str]) -> float:
-    """Best token-level F1 between the prediction and any gold answer (HotpotQA's metric)."""
-    pred = normalize_answer(prediction).split()
+    """Best token-level F1 between the prediction and any gold answer (HotpotQA's metric); a
+    gold that normalises to nothing scores 1.0 or 0.0, as :func:`exact_match` compares it."""
+    normalised = normalize_answer(prediction)
+    pred = normalised.split()
     best = 0.0
     for gold in golds:
         ref = normalize_answer(gold).split()
+        if not ref:
+            best = max(best, float(_same(prediction, normalised, gold)))
+            continue
         common = Counter(pred) & Counter(ref)
         same = sum(common.values())
         if not pred or not ref:
