@@ -7,7 +7,9 @@ algorithm's name and the preset it started from. It is resolved in layers, later
 
 1. the config classes' defaults,
 2. a preset (``--preset``; without one, the algorithm's preset for the env, see
-   :func:`~llm_marl.train.presets.auto_preset`),
+   :func:`~llm_marl.train.presets.auto_preset`), and right above it the preset's tiny
+   version when the run's ``policies.model`` is ``tiny`` (``--model tiny``) and the preset's
+   is not (:attr:`~llm_marl.train.presets.Preset.tiny`),
 3. a YAML/JSON file (``--config``),
 4. command-line flags (:class:`~llm_marl.train.config.CommandLine`).
 
@@ -36,7 +38,7 @@ from llm_marl.train.config import (
     read_config_file,
     write_config_file,
 )
-from llm_marl.train.models import PoliciesConfig
+from llm_marl.train.models import TINY, PoliciesConfig
 from llm_marl.train.presets import Preset, auto_preset, get_preset, presets_for
 from llm_marl.train.trainer import TrainerConfig, TrainResult
 
@@ -138,6 +140,9 @@ def parse_run_config(argv: Sequence[str] | None = None, *, algo: str = "magrpo")
     else:
         preset = _auto(algo, env)
     data = command_line.apply(_layers(cls, preset, file_data, meta.get("--config")), overrides)
+    if _wants_tiny(preset, data):
+        layers = _layers(cls, preset, file_data, meta.get("--config"), tiny=True)
+        data = command_line.apply(layers, overrides)
     data["algo"] = algo
     data["preset"] = preset.name if preset is not None else data.get("preset")
     config: RunConfig = config_from_dict(data, cls)
@@ -155,18 +160,36 @@ def preset_config(
     cls = run_config_class(algo)
     chosen = get_preset(algo, preset) if preset is not None else _auto(algo, None)
     data = _layers(cls, chosen, dict(overrides or {}), "overrides")
+    if _wants_tiny(chosen, data):
+        data = _layers(cls, chosen, dict(overrides or {}), "overrides", tiny=True)
     data["algo"], data["preset"] = algo, chosen.name
     config: RunConfig = config_from_dict(data, cls)
     return config
 
 
+def _wants_tiny(preset: Preset | None, data: Mapping[str, Any]) -> bool:
+    """Whether the run asks for the preset's tiny version: ``policies.model`` resolved to
+    ``tiny`` while the preset names another model (see :mod:`llm_marl.train.presets`)."""
+    if preset is None or not preset.tiny:
+        return False
+    own = preset.values.get("policies", {}).get("model")
+    return bool(data.get("policies", {}).get("model") == TINY and own != TINY)
+
+
 def _layers(
-    cls: type, preset: Preset | None, file_data: Mapping[str, Any], file_name: str | None
+    cls: type,
+    preset: Preset | None,
+    file_data: Mapping[str, Any],
+    file_name: str | None,
+    *,
+    tiny: bool = False,
 ) -> dict[str, Any]:
     data = config_to_dict(cls())
     if preset is not None:
         try:
             data = merge(data, dict(preset.values), cls)
+            if tiny:
+                data = merge(data, dict(preset.tiny), cls)
         except ConfigError as exc:
             raise ConfigError(f"preset {preset.name!r}: {exc}") from exc
     try:

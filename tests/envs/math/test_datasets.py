@@ -99,8 +99,15 @@ def test_unknown_split_and_name(shared_data):
         load_math_tasks("aime24", split="train")
     with pytest.raises(DataError, match="unknown math dataset 'aime2024'.*aime24"):
         load_math_tasks("aime2024")
-    with pytest.raises(DataError, match="one split"):
-        load_math_tasks("sample", split="train")
+    with pytest.raises(DataError, match="unknown split 'dev'"):
+        load_math_tasks("sample", split="dev")
+
+
+def test_the_sample_splits_by_position_without_overlap():
+    train, held_out = load_math_tasks("sample", "train"), load_math_tasks("sample", "eval")
+    assert (len(train), len(held_out)) == (24, 6)
+    assert held_out == load_math_tasks("sample")[:6]
+    assert not {t["problem"] for t in train} & {t["problem"] for t in held_out}
 
 
 def test_offline_without_data_dir_says_what_to_do(offline):
