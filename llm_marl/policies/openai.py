@@ -12,6 +12,10 @@ text nor a list of text parts, no message at all), surfaces as a
 :class:`~llm_marl.policies.base.PolicyError` naming the URL, so a rollout can tell an
 infrastructure problem from a bad answer.
 
+Native tool calls: a reply whose message carries ``tool_calls`` (its ``content`` often null)
+becomes text that ends with one Hermes ``<tool_call>`` block per call, which the envs' tool-call
+parser reads; the raw list stays in ``Completion.metadata["tool_calls"]``.
+
 >>> policy = OpenAIPolicy("gpt-4o-mini")                          # doctest: +SKIP
 >>> policy = OpenAIPolicy("tiny", base_url="http://127.0.0.1:8000/v1")  # no key needed locally
 """
@@ -99,6 +103,25 @@ def _message_text(content: Any) -> str:
     raise ValueError(f"message content is a {type(content).__name__}, not a string or a list")
 
 
+def _with_tool_calls(text: str, tool_calls: Any) -> str:
+    """``text`` followed by the message's native ``tool_calls``, each written as a Hermes
+    ``<tool_call>{"name": ..., "arguments": ...}</tool_call>`` block.
+
+    The env receives text, and its tool-call parser reads these blocks
+    (:mod:`llm_marl.tools.calls`), so the calls are run (or, when malformed, scored as the
+    model's format error) instead of the reply being read as empty. Every call is written, a
+    malformed one (not an object, no ``function``) as the JSON it came as.
+    """
+    calls = tool_calls if isinstance(tool_calls, list) else [tool_calls]
+    blocks = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            call = {"name": function.get("name"), "arguments": function.get("arguments")}
+        blocks.append(f"<tool_call>{json.dumps(call, ensure_ascii=False)}</tool_call>")
+    return "\n".join([text, *blocks]) if text else "\n".join(blocks)
+
+
 def _parse_completion(body: bytes) -> tuple[dict[str, Any], dict[str, Any], str]:
     """``(body, choice, text)`` of a chat completion; ValueError naming what is malformed."""
     parsed = _decode_json(body)
@@ -117,6 +140,10 @@ def _parse_completion(body: bytes) -> tuple[dict[str, Any], dict[str, Any], str]
     if "content" not in message and not message.get("tool_calls"):
         raise ValueError("choices[0].message has neither 'content' nor 'tool_calls'")
     text = _message_text(message.get("content"))
+    if message.get("content") is None and isinstance(message.get("refusal"), str):
+        text = message["refusal"]  # the model's answer, given in the refusal field
+    if message.get("tool_calls"):
+        text = _with_tool_calls(text, message["tool_calls"])
     if not isinstance(choice.get("finish_reason"), (str, type(None))):
         raise ValueError("choices[0].finish_reason is not a string")
     return parsed, choice, text

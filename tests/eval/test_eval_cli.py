@@ -35,6 +35,14 @@ def team(tmp_path, monkeypatch):
                 t = int(re.search(r"Target: (\\d+)", conv[-1]["content"]).group(1))
                 return str(max(0, t - 2))
 
+            SAMPLE = llm_marl.make("websearch-v0").unwrapped.tasks
+
+            def worker_knows(conv):
+                # The worker's report: the gold answer of the question its subtask quotes.
+                text = " ".join(str(m.get("content")) for m in conv)
+                (task,) = [t for t in SAMPLE if t["question"] in text]
+                return task["answers"][0]
+
             def flaky_left(conv):
                 if "Target: 0" in conv[-1]["content"]:
                     raise llm_marl.errors.PolicyError("rate limited")
@@ -259,3 +267,31 @@ def test_eval_exits_zero_when_some_episodes_of_each_benchmark_scored(team, capsy
     argv += ["--agent", "right=scripted:cli_team:right", "--no-progress"]
     assert top_main(["eval", *argv]) == 0
     assert re.search(r"coordination-v0\s+\S+\s+5\s+1\s", capsys.readouterr().out)
+
+
+def test_native_openai_tool_calls_reach_the_env(team, capsys):
+    # A server that answers the planner with message.tool_calls and content null (as vLLM's
+    # tool parsers and the OpenAI API do): the delegation must happen, not an empty answer.
+    from llm_marl.policies import PolicyServer, ScriptedPolicy
+
+    asked = []
+
+    def planner(n, body):
+        last = body["messages"][-1]
+        asked.append(last["role"])
+        if last["role"] == "tool":  # the worker's report: answer with it
+            message = {"role": "assistant", "content": "\\boxed{" + last["content"] + "}"}
+        else:
+            arguments = json.dumps({"subtask": last["content"]})
+            call = {"id": "c1", "type": "function"}
+            call["function"] = {"name": "delegate", "arguments": arguments}
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        return 200, {}, {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+
+    with PolicyServer(ScriptedPolicy(lambda c: ""), model_name="p", intercept=planner) as server:
+        argv = ["--env", "websearch-v0", "--limit", "2", "--no-progress"]
+        argv += ["--agent", f"planner=openai:p@{server.url}", "--agent"]
+        argv += ["worker=scripted:cli_team:worker_knows"]
+        assert top_main(["eval", *argv]) == 0
+    assert sorted(asked) == ["tool", "tool", "user", "user"]  # delegated, then answered
+    assert re.search(r"websearch-v0\s+100\.0\s+2\s+0\s+1\.000", capsys.readouterr().out)
