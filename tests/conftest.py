@@ -23,6 +23,26 @@ else:
     torch.set_num_threads(1)
 
 
+DATA_DIR = Path(
+    os.environ.get("LLM_MARL_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
+)
+"""The benchmark data: ``$LLM_MARL_DATA_DIR``, else ``shared/data`` beside the checkout (the
+project's layout, and what CI sets)."""
+if DATA_DIR.is_dir():  # the library reads the variable itself (llm_marl.data.loading)
+    os.environ.setdefault("LLM_MARL_DATA_DIR", str(DATA_DIR))
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The benchmark data directory (:data:`DATA_DIR`); fails, never skips, when it is missing."""
+    if not DATA_DIR.is_dir():
+        pytest.fail(
+            f"benchmark data not found at {DATA_DIR}: set LLM_MARL_DATA_DIR to the project's "
+            "shared/data directory"
+        )
+    return DATA_DIR
+
+
 @pytest.fixture(scope="session")
 def tiny_lm_path(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     """Directory of the default tiny LM (``build_tiny_lm`` defaults).

@@ -184,3 +184,38 @@ def test_a_preset_name_longer_than_its_column_does_not_run_into_its_summary(caps
     row = next(i for i, line in enumerate(lines) if "magrpo-coop-humaneval-clipped" in line)
     assert lines[row].strip() == "magrpo-coop-humaneval-clipped"
     assert lines[row + 1].strip().startswith("magrpo-coop-humaneval with")
+
+
+def test_env_prints_the_versions_for_a_bug_report(tmp_path, monkeypatch, capsys):
+    """Docker and bubblewrap are asked on the PATH: fakes here, one working and one broken."""
+    import importlib.metadata as metadata
+
+    (tmp_path / "docker").write_text("#!/bin/sh\necho 27.1.0\n")
+    (tmp_path / "bwrap").write_text("#!/bin/sh\necho 'bwrap: no user namespaces' >&2\nexit 1\n")
+    for tool in ("docker", "bwrap"):
+        (tmp_path / tool).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert main(["env"]) == 0
+    lines = {
+        key.strip("- ").strip(): value.strip()
+        for key, _, value in (
+            line.partition(" : ") for line in capsys.readouterr().out.splitlines()
+        )
+    }
+    assert lines["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert lines["torch"].startswith(metadata.version("torch"))
+    assert lines["transformers"] == metadata.version("transformers")
+    assert lines["vllm"] in ("-", _installed("vllm"))
+    assert lines["docker"] == "27.1.0"
+    assert lines["bubblewrap"] == "unusable (bwrap: no user namespaces)"
+    assert f"pytest {metadata.version('pytest')}" in lines["extra [dev]"]
+    assert lines["extra [math]"].startswith("math-verify ")
+
+
+def _installed(dist: str) -> str:
+    import importlib.metadata as metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "-"

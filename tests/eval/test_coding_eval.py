@@ -8,7 +8,6 @@ import os
 import threading
 from collections import Counter
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +18,6 @@ from llm_marl.eval import code_eval, format_report, read_episodes
 from llm_marl.eval.coding import CODE_SAMPLING
 from llm_marl.policies.base import Completion, ScriptedPolicy
 
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 TURNS = "num_rounds"  # the coding env's write -> feedback rounds
 
 
@@ -187,9 +185,8 @@ def test_train_multi_turn_evaluate_single_turn(sandbox, tmp_path):
     assert two["benchmarks"]["sample"]["pass@1"] == one["benchmarks"]["sample"]["pass@1"] == 0.0
 
 
-def test_benchmark_names_pick_the_env_and_its_data(sandbox, monkeypatch):
-    assert SHARED_DATA.is_dir()
-    monkeypatch.setenv(DATA_DIR_ENV, str(SHARED_DATA))
+def test_benchmark_names_pick_the_env_and_its_data(sandbox, monkeypatch, data_dir):
+    monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
     seen = []
 
     class Recorder:

@@ -6,7 +6,6 @@ import json
 import re
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
@@ -20,15 +19,12 @@ from llm_marl.eval.cli import main
 from llm_marl.eval.math import format_report, math_eval
 from llm_marl.policies.base import Completion, PolicyError, SamplingParams, ScriptedPolicy
 
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-
 
 @pytest.fixture
-def shared_data(monkeypatch):
-    assert SHARED_DATA.is_dir(), f"the benchmark files are expected in {SHARED_DATA}"
-    monkeypatch.setenv(DATA_DIR_ENV, str(SHARED_DATA))
+def shared_data(monkeypatch, data_dir):
+    monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
     mds.clear_cache()
-    yield SHARED_DATA
+    yield data_dir
     mds.clear_cache()
 
 

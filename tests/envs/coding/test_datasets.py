@@ -11,8 +11,6 @@ import pytest
 from llm_marl.data import DataError
 from llm_marl.envs.coding.datasets import SAMPLE_FILE, load_tasks
 
-SHARED = Path("/work/shared/data")
-
 
 @pytest.fixture
 def no_data_dir(monkeypatch, tmp_path):
@@ -46,8 +44,8 @@ def test_humaneval_comes_from_the_installed_package(no_data_dir):
     assert all("canonical_solution" in t for t in tasks)
 
 
-def test_data_dir_copies_are_used(monkeypatch):
-    monkeypatch.setenv("LLM_MARL_DATA_DIR", str(SHARED))
+def test_data_dir_copies_are_used(monkeypatch, data_dir):
+    monkeypatch.setenv("LLM_MARL_DATA_DIR", str(data_dir))
     tasks, source = load_tasks("coophumaneval")
     assert len(tasks) == 82 and source.endswith("che_raw.json")
     assert tasks[0]["task_id"] == "CoopHumanEval/0"

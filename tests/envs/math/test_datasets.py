@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from llm_marl.data.loading import DATA_DIR_ENV, DataError
 from llm_marl.envs.math import datasets as mds
 from llm_marl.envs.math.datasets import BENCHMARKS, load_math_tasks, problem_text
-
-SHARED_DATA = Path(__file__).resolve().parents[4] / "shared" / "data"
-if not SHARED_DATA.is_dir():  # the checkout may sit elsewhere; the project's layout is /work
-    SHARED_DATA = Path("/work/shared/data")
 
 EXPECTED_ROWS = {
     ("math500", None): 500,
@@ -28,10 +23,10 @@ EXPECTED_ROWS = {
 
 
 @pytest.fixture
-def shared_data(monkeypatch):
-    monkeypatch.setenv(DATA_DIR_ENV, str(SHARED_DATA))
+def shared_data(monkeypatch, data_dir):
+    monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
     mds.clear_cache()
-    yield SHARED_DATA
+    yield data_dir
     mds.clear_cache()
 
 

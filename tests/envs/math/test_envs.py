@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import pytest
 
@@ -21,7 +20,6 @@ from llm_marl.policies.base import SamplingParams, ScriptedPolicy
 from llm_marl.rollout import FrozenAgents
 from llm_marl.rollout.collect import collect
 
-SHARED_DATA = Path(__file__).resolve().parents[4] / "shared" / "data"
 MATH_IDS = ("math_hint-v0", "math_critic-v0", "math_single-v0")
 # Every math benchmark file of shared/data, by (dataset name, split).
 BENCHMARK_FILES = [
@@ -38,11 +36,10 @@ SOLVE_X = "sample/1"  # "Solve for $x$: $3x - 7 = 11$." -> 6
 
 
 @pytest.fixture
-def shared_data(monkeypatch):
-    assert SHARED_DATA.is_dir(), f"the benchmark files are expected in {SHARED_DATA}"
-    monkeypatch.setenv(DATA_DIR_ENV, str(SHARED_DATA))
+def shared_data(monkeypatch, data_dir):
+    monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
     mds.clear_cache()
-    yield SHARED_DATA
+    yield data_dir
     mds.clear_cache()
 
 
@@ -466,10 +463,10 @@ def test_the_hint_prompt_is_the_released_one_and_the_backup_is_an_option():
         llm_marl.make("math_hint-v0", hint_prompt="paraphrase")
 
 
-def test_a_list_of_datasets_concatenates_them_with_distinct_ids(monkeypatch):
+def test_a_list_of_datasets_concatenates_them_with_distinct_ids(monkeypatch, data_dir):
     from llm_marl.envs.math.datasets import AGENTPO_EVAL_BENCHMARKS, load_math_tasks
 
-    monkeypatch.setenv(DATA_DIR_ENV, str(SHARED_DATA))
+    monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
     tasks = load_math_tasks(list(AGENTPO_EVAL_BENCHMARKS), limit=2)
     assert [t["dataset"] for t in tasks] == [b for b in AGENTPO_EVAL_BENCHMARKS for _ in (0, 1)]
     assert len({t["task_id"] for t in tasks}) == 10

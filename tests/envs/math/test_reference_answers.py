@@ -10,7 +10,6 @@ Run with ``-s`` to see the agreement figures per file.
 from __future__ import annotations
 
 import json
-import os
 from fractions import Fraction
 from pathlib import Path
 
@@ -34,19 +33,8 @@ FILES = {
 }
 
 
-def _data_dir() -> Path:
-    env = os.environ.get("LLM_MARL_DATA_DIR")
-    path = Path(env) if env else Path(__file__).resolve().parents[3].parent / "shared" / "data"
-    if not (path / "math500" / "test.jsonl").is_file():
-        pytest.fail(
-            f"benchmark data not found under {path}: set LLM_MARL_DATA_DIR to the project's "
-            "shared/data directory"
-        )
-    return path
-
-
-def _records(name: str) -> list[dict]:
-    with open(_data_dir() / FILES[name], encoding="utf-8") as f:
+def _records(data_dir: Path, name: str) -> list[dict]:
+    with open(data_dir / FILES[name], encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
@@ -81,9 +69,9 @@ def _completion(answer: str) -> str:
 
 
 @pytest.mark.parametrize("name", list(FILES))
-def test_self_agreement(name: str) -> None:
+def test_self_agreement(name: str, data_dir: Path) -> None:
     dataset = name.removesuffix("_train") if name == "gsm8k_train" else name
-    records = _records(name)
+    records = _records(data_dir, name)
     refs = [reference_answer(r, dataset) for r in records]
     right_fail, wrong_fail = [], []
     for i, ref in enumerate(refs):
@@ -103,9 +91,9 @@ def test_self_agreement(name: str) -> None:
     assert not wrong_fail, f"{len(wrong_fail)} wrong answers accepted: {wrong_fail[:10]}"
 
 
-def test_every_bundled_math_file_is_covered() -> None:
+def test_every_bundled_math_file_is_covered(data_dir: Path) -> None:
     """A new benchmark file in shared/data must be added to FILES (and to answers.py)."""
-    data = _data_dir()
+    data = data_dir
     covered = {FILES[k] for k in FILES}
     for sub in (
         "math500",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,6 @@ from llm_marl.envs.writing.lexical import lexical_reward
 from llm_marl.errors import DataError
 
 SAMPLE = Path(llm_marl.__file__).parent / "envs" / "writing" / "data" / "tldr_sample.jsonl"
-HAS_DATA = (
-    bool(os.environ.get("LLM_MARL_DATA_DIR"))
-    and (Path(os.environ.get("LLM_MARL_DATA_DIR", ".")) / "tldr" / "test.jsonl").is_file()
-)
 
 
 def test_tldr_prompts_follow_the_official_wording():
@@ -107,8 +102,7 @@ def test_splits_are_disjoint_and_named():
         load_writing_tasks("arxiv", "tldr_sample")
 
 
-@pytest.mark.skipif(not HAS_DATA, reason="needs $LLM_MARL_DATA_DIR with tldr and arxiv data")
-def test_shared_data_splits():
+def test_shared_data_splits(data_dir):
     train, source = load_writing_tasks("tldr", None, "train")
     evals, _ = load_writing_tasks("tldr", None, "eval")
     assert (len(train), len(evals)) == (400, 100) and "tldr/test.jsonl" in source

@@ -8,7 +8,6 @@ honestly, which tricks beat it there, and that the guards (the env default) stop
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -108,13 +107,8 @@ def test_guards_never_fire_on_honest_text():
         assert fired == [], (post["task_id"], fired)
 
 
-@pytest.mark.skipif(
-    not os.environ.get("LLM_MARL_DATA_DIR")
-    or not (Path(os.environ["LLM_MARL_DATA_DIR"]) / "tldr" / "test.jsonl").is_file(),
-    reason="needs $LLM_MARL_DATA_DIR/tldr/test.jsonl",
-)
-def test_guards_never_fire_on_the_500_gold_tldrs():
-    path = Path(os.environ["LLM_MARL_DATA_DIR"]) / "tldr" / "test.jsonl"
+def test_guards_never_fire_on_the_500_gold_tldrs(data_dir):
+    path = data_dir / "tldr" / "test.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     worst = {"copied": 0.0, "repeated": 0.0, "transition_density": 0.0, "transition_run": 0.0}
     for row in rows:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -11,25 +10,13 @@ import pytest
 from llm_marl.tools.search import Document
 
 
-def _data_file() -> Path:
-    env = os.environ.get("LLM_MARL_DATA_DIR")
-    root = Path(env) if env else Path(__file__).resolve().parents[4] / "shared" / "data"
-    path = root / "hotpotqa" / "dev_subsampled.jsonl"
-    if not path.is_file():
-        pytest.fail(
-            f"HotpotQA data not found at {path}: set LLM_MARL_DATA_DIR to the project's "
-            "shared/data directory"
-        )
-    return path
-
-
 @pytest.fixture(scope="session")
-def hotpot() -> tuple[list[Document], list[tuple[str, set[str]]]]:
+def hotpot(data_dir: Path) -> tuple[list[Document], list[tuple[str, set[str]]]]:
     """(unique paragraphs as Documents, [(question, ids of its supporting paragraphs)])."""
     ids: dict[tuple[str, str], str] = {}
     groups: dict[str, list[str]] = {}
     questions = []
-    with _data_file().open(encoding="utf-8") as f:
+    with (data_dir / "hotpotqa" / "dev_subsampled.jsonl").open(encoding="utf-8") as f:
         for line in f:
             row = json.loads(line)
             gold = set()
