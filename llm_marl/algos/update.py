@@ -11,6 +11,13 @@ micro-batching changes memory and speed, not the gradient. The loss itself is
 :func:`~llm_marl.algos.losses.aggregate`; :class:`PGConfig` holds every knob of the loop, the
 loss and the AdamW optimizer that :func:`make_optimizer` builds.
 
+A policy sharded over several processes by
+:func:`~llm_marl.policies.sharded.shard_policy` trains with the same loop on every rank, each
+given the same samples: each rank runs its contiguous slice of every pass (a rank whose slice
+is empty runs a zero-weight pass, so that all ranks run the same collectives), the normalisers
+are summed over the ranks' slices, and FSDP sums the gradients: the gradient is the
+single-process one.
+
 :func:`nll_update` is the supervised counterpart (behaviour cloning on demonstrations).
 """
 
@@ -33,6 +40,7 @@ from llm_marl.algos.losses import (
 )
 from llm_marl.algos.samples import Sample
 from llm_marl.policies.base import TrainablePolicy
+from llm_marl.policies.sharded import DataParallel, data_parallel
 
 if TYPE_CHECKING:
     import torch
@@ -185,13 +193,23 @@ def policy_gradient_update(
     means = _Means()
     gen = torch.Generator().manual_seed(config.seed * 1_000_003 + update_index)
     steps = skipped = 0
+    dp = data_parallel(policy)
     for _ in range(config.epochs):
         for minibatch in _minibatches(samples, config.minibatch_size, gen):
             optimizer.zero_grad(set_to_none=True)
-            norms = _Normalisers.of(minibatch, config)
+            micros = list(_micro_batches(minibatch, config))
+            # Sharded: every rank holds the same samples and takes its slice of each pass, so
+            # all ranks run the same number of passes (FSDP's gathers are collective).
+            local = [_rank_slice(m, dp) for m in micros] if dp else micros
+            norms = _Normalisers.of([s for m in local for s in m], config, dp)
             loss = 0.0
-            for micro in _micro_batches(minibatch, config):
-                loss += _backward(policy, micro, norms, config, device, means)
+            for micro, mine in zip(micros, local):
+                if mine:
+                    loss += _backward(policy, mine, norms, config, device, means)
+                else:  # nothing left for this rank: a pass that adds zero to the gradient
+                    _backward(policy, micro[:1], norms, config, device, means, scale=0.0)
+            if dp:
+                loss = _all_reduce([loss], dp, "sum")[0]
             norm = _grad_norm(params, config.max_grad_norm)
             if math.isfinite(norm):
                 optimizer.step()
@@ -220,14 +238,56 @@ class _Normalisers:
     constant: float
 
     @classmethod
-    def of(cls, minibatch: Sequence[Sample], config: PGConfig) -> _Normalisers:
-        return cls(
-            num_tokens=float(sum(s.num_generated * s.weight for s in minibatch)),
-            # Completions, not rows: each turn of a multi-turn stream counts once.
-            num_sequences=float(sum(s.num_turns * s.weight for s in minibatch)),
-            constant=config.token_sum_normalizer
-            or float(len(minibatch) * max(len(s.completion_ids) for s in minibatch)),
+    def of(
+        cls, minibatch: Sequence[Sample], config: PGConfig, dp: DataParallel | None = None
+    ) -> _Normalisers:
+        """The counts of ``minibatch``; sharded (``dp``), of every rank's part together."""
+        # Completions, not rows: each turn of a multi-turn stream counts once.
+        tokens, sequences, rows = _all_reduce(
+            [
+                float(sum(s.num_generated * s.weight for s in minibatch)),
+                float(sum(s.num_turns * s.weight for s in minibatch)),
+                float(len(minibatch)),
+            ],
+            dp,
+            "sum",
         )
+        longest = _all_reduce(
+            [float(max((len(s.completion_ids) for s in minibatch), default=0))], dp, "max"
+        )[0]
+        return cls(
+            num_tokens=tokens,
+            num_sequences=sequences,
+            constant=config.token_sum_normalizer or rows * longest,
+        )
+
+
+def _all_reduce(values: list[float], dp: DataParallel | None, op: str) -> list[float]:
+    """``values`` summed (``op="sum"``) or maxed over the ranks of ``dp`` (as is without one)."""
+    if dp is None:
+        return values
+    import torch
+    import torch.distributed as dist
+
+    reduce_op = dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.MAX
+    # float64 keeps the counts exact; NCCL reduces only tensors on the GPU, gloo on the CPU.
+    buf = torch.tensor(values, dtype=torch.float64, device=_group_device(dp))
+    dist.all_reduce(buf, op=reduce_op, group=dp.group)
+    return [float(v) for v in buf.cpu().tolist()]
+
+
+def _group_device(dp: DataParallel) -> str:
+    import torch.distributed as dist
+
+    return "cuda" if dist.get_backend(dp.group) == "nccl" else "cpu"
+
+
+def _rank_slice(micro: list[Sample], dp: DataParallel | None) -> list[Sample]:
+    """This rank's contiguous part of a forward/backward pass (maybe empty)."""
+    if dp is None:
+        return micro
+    n, r, w = len(micro), dp.rank, dp.world_size
+    return micro[r * n // w : (r + 1) * n // w]
 
 
 def _backward(
@@ -237,8 +297,12 @@ def _backward(
     config: PGConfig,
     device: torch.device,
     means: _Means,
+    scale: float = 1.0,
 ) -> float:
-    """One forward/backward pass over a micro-batch; returns its share of the minibatch loss."""
+    """One forward/backward pass over a micro-batch; returns its share of the minibatch loss.
+
+    ``scale=0`` is a pass that only keeps a sharded rank in step with the others: its
+    gradient is zero and it records no metric."""
     import torch
 
     new_lp = stack_logprobs(_sequence_logprobs(policy, micro)).to(device)
@@ -277,8 +341,10 @@ def _backward(
             else None
         ),
     )
+    if scale != 1.0:
+        loss = loss * scale
     loss.backward()
-    n = float(mask.sum())
+    n = float(mask.sum()) if scale else 0.0
     if n:
         for name in ("clipped", "dual_clipped", "ratio", "kl"):
             if name in stats:
@@ -292,9 +358,15 @@ def _grad_norm(params: list[torch.Tensor], max_norm: float | None) -> float:
     import torch
 
     if max_norm is not None:
-        return float(torch.nn.utils.clip_grad_norm_(params, max_norm))
-    grads = [p.grad.detach().norm() for p in params if p.grad is not None]
-    return float(torch.stack(grads).norm()) if grads else 0.0
+        return _whole(torch.nn.utils.clip_grad_norm_(params, max_norm))
+    grads = [p.grad.detach() for p in params if p.grad is not None]
+    return _whole(torch.nn.utils.get_total_norm(grads)) if grads else 0.0
+
+
+def _whole(norm: torch.Tensor) -> float:
+    """A norm as a float; a sharded model's norm (a ``DTensor``) over every rank's shard."""
+    full = getattr(norm, "full_tensor", None)
+    return float(full() if full is not None else norm)
 
 
 def _fill_missing(policy: TrainablePolicy, samples: list[Sample], config: PGConfig) -> None:

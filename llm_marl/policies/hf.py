@@ -331,10 +331,19 @@ class HFPolicy(ChatTokenPolicy):
     :meth:`sequence_logprobs` call share a prompt (the G completions of a GRPO group do; the
     update passes whole groups), each distinct prompt is encoded once and its key/value cache
     serves its rows; ``False`` encodes each row whole.
+
+    ``chunked_lm_head`` (default ``True``): score completions through the LM head block by
+    block when that is exact (see :meth:`sequence_logprobs`); ``False`` always takes the
+    model's own logits (a sharded model must run its own forward:
+    :func:`~llm_marl.policies.sharded.shard_policy` sets it). ``data_parallel`` is the group
+    that :func:`~llm_marl.policies.sharded.shard_policy` sharded the policy over (``None``:
+    one process).
     """
 
     logprob_temperature: float = 1.0
     share_prompts: bool = True
+    chunked_lm_head: bool = True
+    data_parallel: Any = None
 
     def __init__(
         self,
@@ -492,6 +501,21 @@ class HFPolicy(ChatTokenPolicy):
         return next(self.model.parameters()).device
 
     # ------------------------------------------------------------------ adapters and modes
+
+    def rebind_parameters(self) -> None:
+        """Re-read this policy's adapter parameters from the model.
+
+        For a caller that replaced the model's parameter objects in place (FSDP2's
+        ``fully_shard`` does): :meth:`parameters` then returns the new ones.
+        """
+        with self._state.lock:
+            params = dict(self.model.named_parameters())
+            # Every adapter of a shared base: the other policies over this model see them too.
+            for adapter in self._state.adapter_params:
+                self._state.adapter_params[adapter] = [
+                    params[n] for n in _adapter_param_names(self.model, adapter)
+                ]
+            self._apply_requires_grad()
 
     def _apply_requires_grad(self) -> None:
         for adapter, params in self._state.adapter_params.items():
@@ -758,7 +782,7 @@ class HFPolicy(ChatTokenPolicy):
                 # Respect the caller's grad mode; a frozen policy never builds a graph.
                 grad = contextlib.nullcontext() if self.trainable else torch.no_grad()
             with ctx, grad:
-                split = split_lm_head(model, kwargs)
+                split = split_lm_head(model, kwargs) if self.chunked_lm_head else None
                 if split is not None:
                     # Backbone once (each distinct prompt once), then the LM head chunk by
                     # chunk on the scored positions only: no (batch, completion_len, vocab)

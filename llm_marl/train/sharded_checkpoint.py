@@ -1,0 +1,117 @@
+"""Sharded learner checkpoints with ``torch.distributed.checkpoint`` (DCP).
+
+:func:`save_sharded` writes a policy's trainable weights, its optimizer state and its
+scheduler state as a DCP checkpoint: every rank writes its own shards, in parallel, and no
+rank gathers the model. :func:`load_sharded` reads one into a policy sharded over any number
+of ranks -- or not sharded at all (one process, no process group): DCP re-slices the saved
+shards for the layout it loads into. Keys are the model's parameter names
+(``get_state_dict`` / ``set_state_dict`` of ``torch.distributed.checkpoint.state_dict``), so
+the optimizer state follows its parameters whatever the sharding.
+
+A LoRA policy saves only what it trains (``ignore_frozen_params``): the base is read again
+from its source. The consolidated Hugging Face directory of a policy is
+:func:`llm_marl.policies.sharded.save_hf`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from llm_marl.errors import CheckpointError
+from llm_marl.policies.sharded import data_parallel
+from llm_marl.tools.files import replace_dir
+
+if TYPE_CHECKING:
+    from torch.optim import Optimizer
+    from torch.optim.lr_scheduler import LRScheduler
+
+    from llm_marl.policies.hf import HFPolicy
+
+__all__ = ["load_sharded", "save_sharded"]
+
+
+def _options() -> Any:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    # Not strict: the frozen weights a LoRA policy leaves out are missing on purpose. What was
+    # saved must still all be found (DCP's load raises on a key the checkpoint lacks).
+    return StateDictOptions(ignore_frozen_params=True, strict=False)
+
+
+def _barrier(policy: HFPolicy) -> None:
+    import torch.distributed as dist
+
+    dp = data_parallel(policy)
+    if dp is not None:
+        dist.barrier(group=dp.group)
+
+
+def save_sharded(
+    path: str | os.PathLike[str],
+    policy: HFPolicy,
+    optimizer: Optimizer,
+    scheduler: LRScheduler | None = None,
+) -> Path:
+    """Write ``policy``'s trainable weights, optimizer and scheduler state to ``path``.
+
+    Every rank of the policy's group calls it. The checkpoint appears whole or not at all: the
+    ranks write into ``PATH.tmp`` and the first rank moves it into place after all are done.
+    """
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    out = Path(path)
+    tmp = out.with_name(out.name + ".tmp")
+    dp = data_parallel(policy)
+    first = dp is None or dp.rank == 0
+    if first:
+        shutil.rmtree(tmp, ignore_errors=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+    _barrier(policy)
+    model_state, optim_state = get_state_dict(policy.model, optimizer, options=_options())
+    state: dict[str, Any] = {"model": model_state, "optimizer": optim_state}
+    if scheduler is not None:
+        state["scheduler"] = scheduler.state_dict()
+    dcp.save(state, checkpoint_id=str(tmp), process_group=dp.group if dp else None)
+    _barrier(policy)
+    if first:
+        replace_dir(tmp, out)
+    _barrier(policy)
+    return out
+
+
+def load_sharded(
+    path: str | os.PathLike[str],
+    policy: HFPolicy,
+    optimizer: Optimizer,
+    scheduler: LRScheduler | None = None,
+) -> None:
+    """Load a :func:`save_sharded` checkpoint into ``policy``, ``optimizer`` and ``scheduler``.
+
+    The policy may be sharded over any number of ranks (every rank calls it), or be a plain
+    single-process policy.
+    """
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    src = Path(path)
+    if not (src / ".metadata").is_file():
+        raise CheckpointError(f"{src} is not a sharded checkpoint (no .metadata)")
+    dp = data_parallel(policy)
+    model_state, optim_state = get_state_dict(policy.model, optimizer, options=_options())
+    state: dict[str, Any] = {"model": model_state, "optimizer": optim_state}
+    if scheduler is not None:
+        state["scheduler"] = scheduler.state_dict()
+    dcp.load(state, checkpoint_id=str(src), process_group=dp.group if dp else None)
+    set_state_dict(
+        policy.model,
+        optimizer,
+        model_state_dict=state["model"],
+        optim_state_dict=state["optimizer"],
+        options=_options(),
+    )
+    if scheduler is not None:
+        scheduler.load_state_dict(state["scheduler"])
