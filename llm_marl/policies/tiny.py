@@ -202,6 +202,19 @@ class _ModelShape(TypedDict):
     pad_token_id: int
 
 
+def tiny_config(
+    *,
+    vocab_size: int = 512,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    arch: str = "qwen2",
+) -> Any:
+    """The ``transformers`` config of the model :func:`build_tiny_lm` builds with these
+    arguments, without building anything (memory planning reads shapes from it)."""
+    return _make_config(arch, vocab_size, hidden_size, num_layers, num_heads, eos_id=0)
+
+
 def _make_config(
     arch: str,
     vocab_size: int,

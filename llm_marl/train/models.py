@@ -84,12 +84,27 @@ class PoliciesConfig:
     (transformers' ``gradient_checkpointing_enable``, non-reentrant): much less memory for long
     sequences, about one more forward pass of compute. The update then encodes each row's
     prompt itself (a checkpointed model keeps no key/value cache to share)."""
+    world_size: int = 1
+    """Ranks (devices) each trainable policy's learner is sharded over with FSDP2
+    (:func:`~llm_marl.policies.sharded.shard_policy`). ``llm-marl train --dry-run`` plans
+    memory for it; the single-process Trainer trains with 1 (a sharded learner runs under
+    ``torchrun`` or the Ray executor, one process per rank: ``docs/guides/scaling.md``)."""
+    mixed_precision: bool = False
+    """Sharded learners: compute in bf16 from fp32 sharded weights, reduce gradients in fp32
+    (FSDP2's ``MixedPrecisionPolicy``)."""
+    device_memory_gib: float = 80.0
+    """Memory of one device, for ``--dry-run``'s fits-or-not verdict (80: an H100 or A100
+    80GB)."""
 
     def __post_init__(self) -> None:
         if self.lora_rank < 1:
             raise ValueError(f"lora_rank must be >= 1, got {self.lora_rank}")
         if self.format_warmup_steps < 0:
             raise ValueError(f"format_warmup_steps must be >= 0, got {self.format_warmup_steps}")
+        if self.world_size < 1:
+            raise ValueError(f"world_size must be >= 1, got {self.world_size}")
+        if self.device_memory_gib <= 0:
+            raise ValueError(f"device_memory_gib must be > 0, got {self.device_memory_gib}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
         if self.share and self.lora:

@@ -482,6 +482,12 @@ def run(config: RunConfig) -> TrainResult:
     """Train: save the config, build the policies and the algorithm, train, check the frozen."""
     from llm_marl.train.trainer import Trainer
 
+    if config.policies.world_size > 1:
+        raise ConfigError(
+            f"policies.world_size={config.policies.world_size}: this Trainer runs one process; "
+            "a sharded learner runs one process per rank (torchrun or the Ray executor, see "
+            "docs/guides/scaling.md). `llm-marl train --dry-run` plans its memory."
+        )
     save_run_config(config)
     config = attach_judge(attach_expert(config))
     policies = build_policies(config)
