@@ -75,7 +75,7 @@ from llm_marl.policies.chat import ChatTokenizer
 if TYPE_CHECKING:
     from llm_marl.policies.hf import HFPolicy
 
-__all__ = ["VLLMConfig", "VLLMPolicy"]
+__all__ = ["VLLMConfig", "VLLMPolicy", "check_tensor_parallel", "engine_kwargs"]
 
 _MULTIPROC_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -117,10 +117,21 @@ class VLLMConfig:
     to OpenMP threads waiting for each other than they gain, above all on a busy machine."""
     seed: int = 0
     """The engine's seed (its own generator; sampling seeds come per call, see the module)."""
+    tensor_parallel_size: int = 1
+    """GPUs the engine splits the model over (vLLM's tensor parallelism), for a model too large
+    for one: the attention heads must divide evenly, and that many GPUs must be visible."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     """Any other ``vllm.LLM`` keyword argument; overrides the values derived above."""
 
     def __post_init__(self) -> None:
+        if (
+            isinstance(self.tensor_parallel_size, bool)
+            or not isinstance(self.tensor_parallel_size, int)
+            or self.tensor_parallel_size < 1
+        ):
+            raise ValueError(
+                f"tensor_parallel_size must be an integer >= 1, got {self.tensor_parallel_size!r}"
+            )
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ValueError(f"max_model_len must be >= 2, got {self.max_model_len}")
         if self.kv_cache_memory_bytes is not None and self.kv_cache_memory_bytes < 1:
@@ -197,6 +208,75 @@ def _torch_dtype_name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+def check_tensor_parallel(model: str, size: int) -> None:
+    """Refuse a tensor-parallel size that ``model`` or this machine cannot take, before vLLM.
+
+    vLLM splits attention heads (and key/value heads, unless there are fewer than ranks) over
+    the ranks; each rank needs a GPU of its own. ``model``'s config is read where it can be
+    (a local directory or the Hugging Face cache); GPUs are counted where CUDA is present.
+    """
+    if size == 1:
+        return
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.device_count() < size:
+        raise ConfigError(
+            f"tensor_parallel_size={size} needs {size} GPUs; {torch.cuda.device_count()} visible"
+        )
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(model)
+    except (OSError, ValueError):
+        return  # vLLM reads it (and checks the split) itself
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads = int(getattr(text, "num_attention_heads", 0) or 0)
+    kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
+    if heads % size:
+        raise ConfigError(
+            f"tensor_parallel_size={size} does not divide {model}'s {heads} attention heads"
+        )
+    if kv_heads >= size and kv_heads % size:
+        raise ConfigError(
+            f"tensor_parallel_size={size} does not divide {model}'s {kv_heads} key/value heads"
+        )
+
+
+def engine_kwargs(
+    model: str, config: VLLMConfig, *, cpu: bool, lora_ranks: Sequence[int] = ()
+) -> dict[str, Any]:
+    """The ``vllm.LLM`` keyword arguments of an engine over ``model`` with ``config``."""
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "dtype": ("float32" if cpu else "auto") if config.dtype == "auto" else config.dtype,
+        "seed": config.seed,
+        # Log-probs of what is sampled (temperature applied), not of the raw logits.
+        "logprobs_mode": "processed_logprobs",
+        # The checkpoint's generation_config.json must not change how we sample.
+        "generation_config": "vllm",
+        "enable_prefix_caching": config.enable_prefix_caching,
+    }
+    for key in ("max_model_len", "gpu_memory_utilization", "max_num_seqs"):
+        if getattr(config, key) is not None:
+            kwargs[key] = getattr(config, key)
+    if config.tensor_parallel_size > 1:
+        kwargs["tensor_parallel_size"] = config.tensor_parallel_size
+    if config.kv_cache_memory_bytes is not None:
+        kwargs["kv_cache_memory_bytes"] = config.kv_cache_memory_bytes
+    elif cpu:
+        kwargs["kv_cache_memory_bytes"] = _CPU_KV_CACHE_BYTES
+    enforce_eager = config.enforce_eager if config.enforce_eager is not None else cpu
+    if enforce_eager:
+        kwargs["enforce_eager"] = True
+    if lora_ranks:
+        kwargs["enable_lora"] = True
+        kwargs["max_loras"] = config.max_loras or len(lora_ranks)
+        kwargs["max_cpu_loras"] = max(kwargs["max_loras"], len(lora_ranks))
+        kwargs["max_lora_rank"] = config.max_lora_rank or _fitting_rank(max(lora_ranks))
+    kwargs.update(config.engine_kwargs)
+    return kwargs
+
+
 def _lora_rank(adapter_dir: Path) -> int:
     try:
         config = json.loads((adapter_dir / "adapter_config.json").read_text())
@@ -225,6 +305,8 @@ class VLLMPolicy(ChatTokenPolicy):
         name: Policy name (default: the adapter's or the model's path).
         chat_template_kwargs: Extra variables for the chat template.
         config: Engine settings (:class:`VLLMConfig`).
+        tensor_parallel_size: Overrides ``config.tensor_parallel_size``: split the model over
+            this many GPUs (checked by :func:`check_tensor_parallel` before vLLM starts).
         seed: Seeds the policy's own generator, used when ``SamplingParams.seed`` is ``None``.
     """
 
@@ -240,6 +322,7 @@ class VLLMPolicy(ChatTokenPolicy):
         chat_template_kwargs: Mapping[str, Any] | None = None,
         config: VLLMConfig | None = None,
         seed: int | None = None,
+        tensor_parallel_size: int | None = None,
         _lora_ranks: Sequence[int] = (),
     ) -> None:
         if not isinstance(model, (str, os.PathLike)):
@@ -247,11 +330,14 @@ class VLLMPolicy(ChatTokenPolicy):
                 f"model must be a local directory or a Hub id, got {type(model).__name__}; "
                 "for a loaded transformers model use VLLMPolicy.for_trainable(HFPolicy(...))"
             )
+        self.config = config or VLLMConfig()
+        if tensor_parallel_size is not None:
+            self.config = _replace(self.config, tensor_parallel_size=tensor_parallel_size)
+        check_tensor_parallel(str(model), self.config.tensor_parallel_size)
         vllm = _import_vllm()
         from transformers import AutoTokenizer, GenerationConfig
 
         self.model_path = str(model)
-        self.config = config or VLLMConfig()
         adapter_dir = Path(adapter) if adapter is not None else None
         if adapter_dir is not None and not (adapter_dir / "adapter_config.json").is_file():
             raise ValueError(
@@ -292,35 +378,7 @@ class VLLMPolicy(ChatTokenPolicy):
         )
 
     def _engine_kwargs(self, lora_ranks: Sequence[int]) -> dict[str, Any]:
-        cfg = self.config
-        cpu = self._cpu
-        kwargs: dict[str, Any] = {
-            "model": self.model_path,
-            "dtype": ("float32" if cpu else "auto") if cfg.dtype == "auto" else cfg.dtype,
-            "seed": cfg.seed,
-            # Log-probs of what is sampled (temperature applied), not of the raw logits.
-            "logprobs_mode": "processed_logprobs",
-            # The checkpoint's generation_config.json must not change how we sample.
-            "generation_config": "vllm",
-            "enable_prefix_caching": cfg.enable_prefix_caching,
-        }
-        for key in ("max_model_len", "gpu_memory_utilization", "max_num_seqs"):
-            if getattr(cfg, key) is not None:
-                kwargs[key] = getattr(cfg, key)
-        if cfg.kv_cache_memory_bytes is not None:
-            kwargs["kv_cache_memory_bytes"] = cfg.kv_cache_memory_bytes
-        elif cpu:
-            kwargs["kv_cache_memory_bytes"] = _CPU_KV_CACHE_BYTES
-        enforce_eager = cfg.enforce_eager if cfg.enforce_eager is not None else cpu
-        if enforce_eager:
-            kwargs["enforce_eager"] = True
-        if lora_ranks:
-            kwargs["enable_lora"] = True
-            kwargs["max_loras"] = cfg.max_loras or len(lora_ranks)
-            kwargs["max_cpu_loras"] = max(kwargs["max_loras"], len(lora_ranks))
-            kwargs["max_lora_rank"] = cfg.max_lora_rank or _fitting_rank(max(lora_ranks))
-        kwargs.update(cfg.engine_kwargs)
-        return kwargs
+        return engine_kwargs(self.model_path, self.config, cpu=self._cpu, lora_ranks=lora_ranks)
 
     # ------------------------------------------------------------------ construction
 
