@@ -23,11 +23,16 @@
     llm-marl eval --helper hf:H --main hf:M --benchmarks coophumaneval --env-arg num_rounds=2 \\
         --env-arg feedback=expert --expert openai:deepseek-coder@https://api.deepseek.com
 
+    # search (MATPO): planner+worker play websearch-v0 on each dataset; a live engine with a
+    # response cache (--cache-mode replay reruns it offline); an LLM judge adds its column
+    llm-marl eval --planner hf:runs/matpo --worker hf:runs/matpo --benchmarks frames,webwalkerqa \\
+        --engine serper --search-cache runs/search-cache --judge openai:gpt-4o-mini
+
 Policies are spec strings (:mod:`llm_marl.policies.factory`): ``hf:PATH[,adapter=DIR]``,
 ``openai:MODEL[@URL][,api_key_env=VAR]``, ``scripted:MODULE:FUNCTION``. ``--agent ROLE=SPEC``
 names any role; ``--actor``, ``--hint``, ``--critic``, ``--coordinator``, ``--assigner``,
-``--solvers``, ``--helper``, ``--main`` and ``--coder`` are shortcuts for the roles of the math,
-math team and coding families.
+``--solvers``, ``--helper``, ``--main``, ``--coder``, ``--planner`` and ``--worker`` are
+shortcuts for the roles of the math, math team, coding and search families.
 
 The family (what benchmark names mean, default sampling, extra columns) is ``--family``, else
 the family of the ``--env`` ids, else the one whose roles the team uses.
@@ -50,15 +55,17 @@ from llm_marl.eval.math import MATH
 from llm_marl.eval.math_team import MATH_TEAM
 from llm_marl.eval.metrics import check_k
 from llm_marl.eval.report import format_report
+from llm_marl.eval.search import ENGINES, SEARCH, search_engine
 from llm_marl.eval.writing import WRITING
 from llm_marl.policies.base import Policy, SamplingParams
 from llm_marl.policies.factory import SPEC_FORMS, build_policy, parse_policy_spec
 from llm_marl.policies.quiet import quiet_transformers
-from llm_marl.rollout.judges import CodeExpert
+from llm_marl.rollout.judges import AnswerJudge, CodeExpert
+from llm_marl.tools.search.cache import CACHE_MODES
 
 __all__ = ["FAMILIES", "main"]
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (MATH, MATH_TEAM, CODING, WRITING)}
+FAMILIES: dict[str, Family] = {f.name: f for f in (MATH, MATH_TEAM, CODING, WRITING, SEARCH)}
 """The eval families the command line knows, by name; any other env is played as is."""
 
 ANY_ENV = EnvFamily()
@@ -122,6 +129,31 @@ def _parser() -> argparse.ArgumentParser:
         help="coding: the frozen expert that reviews the team's program between rounds "
         "(with --env-arg feedback=expert --env-arg num_rounds=N; never an agent)",
     )
+    web = p.add_argument_group("search (websearch-v0, websearch_single-v0)")
+    web.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=None,
+        help="the search engine: local (BM25 over the dataset's corpus, the default) or a "
+        "live API (serper, brave: key from $SERPER_API_KEY / $BRAVE_API_KEY; searxng: "
+        "$SEARXNG_URL)",
+    )
+    web.add_argument(
+        "--search-cache", default=None, metavar="DIR", help="a live engine's response cache"
+    )
+    web.add_argument(
+        "--cache-mode",
+        choices=CACHE_MODES,
+        default=None,
+        help="use (default), replay (only the cache: an exact rerun, no key), refresh, off",
+    )
+    web.add_argument(
+        "--judge",
+        default=None,
+        metavar="SPEC",
+        help="an LLM judge of the answers (a frozen policy spec): adds the judge column and "
+        "grades success with it, as MATPO does",
+    )
     team.add_argument("--device", default=None, help="device of hf: models (e.g. cuda)")
     team.add_argument("--dtype", default=None, help="dtype of hf: models (e.g. bfloat16)")
 
@@ -175,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     policies: dict[str, Policy] = {}
     expert: Policy | None = None
+    judge: Policy | None = None
     try:
         # Everything that can be checked is checked before any model is loaded.
         specs = _team(args)
@@ -186,12 +219,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_k(ks, args.samples)
         env_kwargs = parse_env_args(args.env_arg)
         _check_expert(args.expert, env_kwargs)
+        _check_search(args, family, env_kwargs)
+        if family is SEARCH and args.engine is not None:
+            env_kwargs["engine"] = search_engine(
+                args.engine, args.search_cache, args.cache_mode or "use"
+            )
         with quiet_transformers():  # no "Loading weights" bars per model
             for role, spec in specs.items():
                 policies[role] = build_policy(spec, device=args.device, dtype=args.dtype)
             if args.expert is not None:  # frozen, not a role: the env asks it between rounds
                 expert = build_policy(args.expert, device=args.device, dtype=args.dtype)
                 env_kwargs["expert"] = CodeExpert(expert)
+            if args.judge is not None:  # frozen, not a role: the env asks it at the end
+                judge = build_policy(args.judge, device=args.device, dtype=args.dtype)
+                env_kwargs["judge"] = AnswerJudge(judge)
+                env_kwargs.setdefault("accuracy", "judge")
         report = family.evaluate(
             policies,
             split_names(args.benchmarks),
@@ -208,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             episodes_path=args.episodes_out,
         )
     finally:
-        opened = [*policies.values(), *([expert] if expert is not None else [])]
+        opened = [*policies.values(), *(p for p in (expert, judge) if p is not None)]
         for policy in {id(p): p for p in opened}.values():
             close = getattr(policy, "close", None)
             if callable(close):
@@ -284,6 +326,32 @@ def _check_expert(spec: str | None, env_kwargs: dict[str, Any]) -> None:
         )
     if spec is not None:
         parse_policy_spec(spec)  # a malformed spec fails here, before any model is loaded
+
+
+def _check_search(args: argparse.Namespace, family: Family, env_kwargs: dict[str, Any]) -> None:
+    """The search options go with the search family, and objects are not ``--env-arg`` s."""
+    given = [
+        flag
+        for flag, value in (
+            ("--engine", args.engine),
+            ("--search-cache", args.search_cache),
+            ("--cache-mode", args.cache_mode),
+            ("--judge", args.judge),
+        )
+        if value is not None
+    ]
+    if given and family is not SEARCH:
+        raise ConfigError(
+            f"{', '.join(given)} apply to the search family (websearch-v0, "
+            f"websearch_single-v0), not to {family.name}"
+        )
+    for key, flag in (("engine", "--engine NAME"), ("judge", "--judge SPEC")):
+        if key in env_kwargs:
+            raise ConfigError(f"the {key} is an object: pass {flag}, not --env-arg {key}=...")
+    if (args.search_cache is not None or args.cache_mode is not None) and args.engine is None:
+        raise ConfigError("--search-cache and --cache-mode need a live --engine")
+    if args.judge is not None:
+        parse_policy_spec(args.judge)  # a malformed spec fails here, before any model is loaded
 
 
 def _family(name: str | None, env_ids: list[str], team: list[str]) -> Family:

@@ -1,11 +1,11 @@
 """`Family`: what evaluating one env family needs beyond :func:`~llm_marl.eval.evaluate`.
 
-A family (math, coding, writing; later search) knows its roles, how a team and a benchmark name
+A family (math, math team, coding, writing, search) knows its roles, how a team and a benchmark name
 pick an env and its tasks, its default sampling, and its extra metrics, record fields and table
 columns. Its :meth:`Family.evaluate` is the family's evaluation function, and the command line
 (:mod:`llm_marl.eval.cli`) drives every family through the same methods. Adding a family is one
-subclass (see :mod:`llm_marl.eval.math`, :mod:`llm_marl.eval.coding` and
-:mod:`llm_marl.eval.writing`) and one entry in ``llm_marl.eval.cli.FAMILIES``.
+subclass (see :mod:`llm_marl.eval.math`, :mod:`llm_marl.eval.coding`,
+:mod:`llm_marl.eval.writing` and :mod:`llm_marl.eval.search`) and one entry in ``llm_marl.eval.cli.FAMILIES``.
 
 :class:`EnvFamily` is the family of any other env: each env id is one benchmark with the env's
 own tasks, and nothing is added to the generic scores.

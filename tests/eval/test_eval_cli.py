@@ -94,7 +94,7 @@ def test_help_lists_families_roles_and_spec_forms(capsys):
         main(["--help"])
     assert info.value.code == 0
     text = capsys.readouterr().out
-    for word in ("--family", "{coding,math,math_team,writing}", "--env", "--agent", "--actor",
+    for word in ("--family", "{coding,math,math_team,search,writing}", "--env", "--agent", "--actor",
                  "--hint", "--critic", "--coordinator", "--assigner", "--solvers", "--helper",
                  "--main", "--coder", "--k", "--env-arg", "--episodes-out",
                  "hf:PATH", "openai:MODEL", "vllm:PATH", "scripted:MODULE:FUNCTION"):  # fmt: skip
@@ -294,4 +294,4 @@ def test_native_openai_tool_calls_reach_the_env(team, capsys):
         argv += ["worker=scripted:cli_team:worker_knows"]
         assert top_main(["eval", *argv]) == 0
     assert sorted(asked) == ["tool", "tool", "user", "user"]  # delegated, then answered
-    assert re.search(r"websearch-v0\s+100\.0\s+2\s+0\s+1\.000", capsys.readouterr().out)
+    assert re.search(r"sample\s+100\.0\s+2\s+0\s+1\.000", capsys.readouterr().out)

@@ -243,6 +243,13 @@ class _SearchEnv(LLMParallelEnv, abstract=True):
         if isinstance(corpus, str):
             corpus = load_corpus(corpus)
         docs = check_documents(corpus) if corpus is not None else data_corpus
+        if engine is not None and not callable(getattr(engine, "search", None)):
+            # A name (from a config or --env-arg) would only fail at the first tool call.
+            raise ConfigError(
+                f"engine must be a search engine object with search(query, k), got "
+                f"{type(engine).__name__} {engine!r}: e.g. llm_marl.tools.search.SerperSearch(); "
+                "from the command line, llm-marl eval --engine serper"
+            )
         if engine is not None:
             self.web: OfflineWeb | LiveWeb = LiveWeb(engine)
         elif docs:
