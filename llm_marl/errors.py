@@ -55,5 +55,10 @@ class CheckpointError(LLMMarlError, RuntimeError):
     """A checkpoint is missing, incomplete or corrupt. The message names the file."""
 
 
+class TrainingError(LLMMarlError, RuntimeError):
+    """Training cannot go on (e.g. several optimizer steps in a row had a non-finite loss or
+    gradient norm). The message names the agent and the step."""
+
+
 class ConfigError(LLMMarlError, ValueError):
     """A configuration value (command line, YAML/JSON file, dataclass field) is invalid."""

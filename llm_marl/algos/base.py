@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from llm_marl.algos.samples import Sample
 from llm_marl.algos.update import PGConfig, make_optimizer, policy_gradient_update
+from llm_marl.errors import TrainingError
 from llm_marl.policies.base import Policy, SamplingParams, TrainablePolicy
 from llm_marl.rollout.collect import EnvSource, collect
 from llm_marl.rollout.tree import RolloutTree
@@ -178,6 +179,8 @@ class PolicyGradientAlgorithm(Algorithm, Generic[ConfigT]):
         self.groups = {}
         self.optimizers = {}
         self.schedulers = {}
+        # Per key of groups: how many optimizer steps in a row were skipped as non-finite.
+        self._nonfinite_streaks: dict[str, int] = {}
         self.updates = 0
 
     def setup(self, policies: Mapping[str, Policy], sampling: Mapping[str, SamplingParams]) -> None:
@@ -244,9 +247,29 @@ class PolicyGradientAlgorithm(Algorithm, Generic[ConfigT]):
                 scheduler=self.schedulers[key],
                 update_index=self.updates,
             )
+            self._count_nonfinite(key, result)
             metrics.update({f"{key}/{name}": value for name, value in result.items()})
         self.updates += 1
         return {**self._mean_over_policies(metrics), **metrics}
+
+    def _count_nonfinite(self, key: str, result: dict[str, float]) -> None:
+        """Carry the run of skipped (non-finite) optimizer steps of ``key`` across updates and
+        stop training once it reaches ``config.max_nonfinite_steps``."""
+        trailing = int(result.pop("trailing_skips", 0.0))
+        steps = int(result.get("optimizer_steps", 0.0))
+        streaks = self._nonfinite_streaks
+        # A step that went through ends the run; all skipped extends the previous one.
+        streak = streaks.get(key, 0) + trailing if trailing == steps else trailing
+        streaks[key] = streak
+        limit = self.config.max_nonfinite_steps
+        if steps and streak >= limit:
+            names = ", ".join(repr(a) for a in self.groups[key][1])
+            raise TrainingError(
+                f"agent {names}: {streak} optimizer steps in a row had a non-finite loss or "
+                f"gradient norm (last at update {self.updates}; max_nonfinite_steps={limit}). "
+                "The weights or the optimizer state hold NaN/inf (a corrupt checkpoint?) or "
+                "the learning rate is too high; resume from an earlier checkpoint."
+            )
 
     def _mean_over_policies(self, metrics: Mapping[str, float]) -> dict[str, float]:
         out: dict[str, float] = {}

@@ -104,6 +104,11 @@ class PGConfig:
     in the minibatch times the number of sequences, i.e. Dr. GRPO's ``B * T_max``)."""
     seed: int = 0
     """Seeds minibatch shuffling (only used when a batch is split into several minibatches)."""
+    max_nonfinite_steps: int = 3
+    """An optimizer step whose loss or gradient norm is not finite is skipped (and counted in
+    ``skipped_steps``); this many skipped in a row, across updates, stop training with a
+    :class:`~llm_marl.errors.TrainingError` naming the agent and the update: weights or
+    optimizer state that give NaN every time will not heal."""
 
     def __post_init__(self) -> None:
         if self.lr <= 0:
@@ -131,6 +136,14 @@ class PGConfig:
         if self.aggregation not in AGGREGATIONS:
             raise ValueError(
                 f"unknown aggregation {self.aggregation!r}; choose one of {AGGREGATIONS}"
+            )
+        if (
+            not isinstance(self.max_nonfinite_steps, int)
+            or isinstance(self.max_nonfinite_steps, bool)
+            or self.max_nonfinite_steps < 1
+        ):
+            raise ValueError(
+                f"max_nonfinite_steps must be an int >= 1, got {self.max_nonfinite_steps!r}"
             )
         if self.warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
@@ -179,8 +192,10 @@ def policy_gradient_update(
     """Train ``policy`` on ``samples`` with the clipped surrogate; return averaged metrics.
 
     ``update_index`` (how many updates came before) seeds the minibatch shuffle, so that a
-    resumed run shuffles exactly as an uninterrupted one. A minibatch whose gradient is not
-    finite is skipped (``skipped_steps``) instead of poisoning the weights.
+    resumed run shuffles exactly as an uninterrupted one. A minibatch whose loss or gradient
+    norm is not finite is skipped (``skipped_steps``) instead of poisoning the weights;
+    ``trailing_skips`` says how many of the last optimizer steps in a row were skipped (the
+    caller stops a run that keeps skipping, see :attr:`PGConfig.max_nonfinite_steps`).
     """
     import torch
 
@@ -192,7 +207,7 @@ def policy_gradient_update(
     device = params[0].device
     means = _Means()
     gen = torch.Generator().manual_seed(config.seed * 1_000_003 + update_index)
-    steps = skipped = 0
+    steps = skipped = trailing = 0
     dp = data_parallel(policy)
     for _ in range(config.epochs):
         for minibatch in _minibatches(samples, config.minibatch_size, gen):
@@ -211,18 +226,21 @@ def policy_gradient_update(
             if dp:
                 loss = _all_reduce([loss], dp, "sum")[0]
             norm = _grad_norm(params, config.max_grad_norm)
-            if math.isfinite(norm):
+            if math.isfinite(norm) and math.isfinite(loss):
                 optimizer.step()
                 if scheduler is not None:
                     scheduler.step()
+                trailing = 0
             else:
                 skipped += 1
+                trailing += 1
             means.add("loss", loss)
             means.add("grad_norm", norm)
             steps += 1
     metrics = means.result()
     metrics["optimizer_steps"] = float(steps)
     metrics["skipped_steps"] = float(skipped)
+    metrics["trailing_skips"] = float(trailing)
     metrics["num_samples"] = float(len(samples))
     metrics["num_tokens"] = float(sum(s.num_generated for s in samples))
     metrics["lr"] = float(optimizer.param_groups[0]["lr"])

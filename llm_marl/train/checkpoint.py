@@ -11,8 +11,8 @@ Layout under ``<output_dir>/checkpoints``::
                              must measure KL to the same reference as the uninterrupted one
         algorithm.pt         ``algorithm.state_dict()`` (optimizers, schedulers, counters)
         rng.pt               Python, NumPy and torch RNG states
-        trainer.json         step, agent -> key map, the size of every other file ("files"),
-                             anything the trainer adds; written LAST
+        trainer.json         step, agent -> key map, the size and SHA-256 of every other file
+                             ("files", "sha256"), anything the trainer adds; written LAST
     latest                   a text file naming the newest complete checkpoint
 
 A checkpoint is built in a temporary sibling directory and renamed into place, then ``latest``
@@ -20,13 +20,15 @@ is replaced (also by rename), so a run killed at any moment leaves either the pr
 checkpoint, never a torn one. Frozen policies are not saved: they never change. Temporary
 directories a killed save left behind are removed by the next save or resume.
 
-Loading checks every file before it changes anything it can check (the file list and sizes,
-JSON, RNG states). Two kinds of failure are kept apart:
+Loading checks every file before it changes anything it can check (the file list, sizes and
+SHA-256 checksums, JSON, RNG states, an algorithm state free of NaN/inf). Two kinds of failure
+are kept apart:
 
 * **Corrupt** (:class:`~llm_marl.errors.CheckpointError`): a file is missing, has another size
-  than when it was saved, or its format cannot be parsed. The message names the checkpoint and
-  the file; :func:`resume_latest` sets the checkpoint aside as ``corrupt-step-N`` and falls back
-  to the previous complete one, with a warning.
+  or checksum than when it was saved, its format cannot be parsed, or the algorithm state holds
+  NaN/inf. The message names the checkpoint and the file; :func:`resume_latest` sets the
+  checkpoint aside as ``corrupt-step-N`` and falls back to the previous complete one, with a
+  warning.
 * **Mismatch** (:class:`~llm_marl.errors.ConfigError`, a ``ValueError``): the files are intact
   but do not fit this run (another agent -> policy map, model size, LoRA setup, algorithm
   state). That is a configuration mistake, not damage: the error says what differs and no
@@ -38,7 +40,9 @@ A full disk while saving raises a :class:`CheckpointError` that says "no space l
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
+import math
 import os
 import random
 import re
@@ -61,6 +65,9 @@ CORRUPT_PREFIX = "corrupt-"
 """What :func:`resume_latest` prefixes a corrupt checkpoint's name with when it sets it aside."""
 FILES = "files"
 """trainer.json's map of every other file of the checkpoint to its size in bytes."""
+CHECKSUMS = "sha256"
+"""trainer.json's map of every other file of the checkpoint to its SHA-256 (hex)."""
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 
 
@@ -190,7 +197,15 @@ def _save(
         # The size of every file, so that loading tells a truncated or missing file (corrupt)
         # from intact files that do not fit the run (a configuration mismatch). Last, so that
         # ``extra`` cannot replace it.
-        meta = {"step": int(step), "policies": keys, **dict(extra or {}), FILES: _sizes(tmp)}
+        sizes = _sizes(tmp)
+        checksums = {file: _sha256(tmp / file) for file in sizes}
+        meta = {
+            "step": int(step),
+            "policies": keys,
+            **dict(extra or {}),
+            FILES: sizes,
+            CHECKSUMS: checksums,
+        }
         _write_text(tmp / TRAINER_FILE, json.dumps(meta, indent=2, default=str))
         replace_dir(tmp, final)  # re-saving a step (e.g. after a resume) replaces it
     finally:
@@ -205,6 +220,35 @@ def _sizes(folder: Path) -> dict[str, int]:
         for p in sorted(folder.rglob("*"))
         if p.is_file()
     }
+
+
+def _sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes (hex), read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _check_finite(ckpt: Path, file: str, state: Any) -> None:
+    """Raise :class:`CheckpointError` when a floating tensor or float of ``state`` is NaN or
+    infinite: no optimizer step or counter of a sound run holds one, and loading it would make
+    the next update's step NaN."""
+    import torch
+
+    todo = [state]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, Mapping):
+            todo.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            todo.extend(item)
+        elif isinstance(item, torch.Tensor):
+            if item.is_floating_point() and not bool(torch.isfinite(item).all()):
+                raise _corrupt(ckpt, file, "holds a NaN or infinite value (not finite)")
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise _corrupt(ckpt, file, "holds a NaN or infinite value (not finite)")
 
 
 def remove_torn(root: Path) -> list[Path]:
@@ -334,6 +378,15 @@ def _read_meta(ckpt: Path) -> dict[str, Any]:
         )
     ):
         raise _corrupt(ckpt, TRAINER_FILE, f"has an invalid {FILES!r} map")
+    checksums = meta.get(CHECKSUMS)  # absent in checkpoints written before it existed
+    if checksums is not None and not (
+        isinstance(checksums, dict)
+        and all(
+            isinstance(k, str) and _inside(k) and isinstance(v, str) and _HEX64.fullmatch(v)
+            for k, v in checksums.items()
+        )
+    ):
+        raise _corrupt(ckpt, TRAINER_FILE, f"has an invalid {CHECKSUMS!r} map")
     return meta
 
 
@@ -356,6 +409,15 @@ def _check_files(ckpt: Path, meta: Mapping[str, Any]) -> None:
         if actual != size:
             raise _corrupt(
                 ckpt, file, f"has {actual} bytes, {size} when saved (truncated or overwritten)"
+            )
+    checksums: Mapping[str, str] = meta.get(CHECKSUMS) or {}
+    for file, expected in checksums.items():
+        path = ckpt / file
+        if not path.is_file():
+            raise _corrupt(ckpt, file, "is missing")
+        if _sha256(path) != expected:
+            raise _corrupt(
+                ckpt, file, "does not match its checksum (its bytes changed since it was saved)"
             )
 
 
@@ -458,6 +520,7 @@ def load_checkpoint(
     algorithm_state = _torch_load(ckpt, "algorithm.pt")
     if not isinstance(algorithm_state, dict):
         raise _corrupt(ckpt, "algorithm.pt", "does not hold a state dict")
+    _check_finite(ckpt, "algorithm.pt", algorithm_state)
     rng = None
     if restore_rng:
         rng = _torch_load(ckpt, "rng.pt")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_marl.algos import Algorithm
+from llm_marl.errors import TrainingError
 from llm_marl.policies.base import Policy, SamplingParams, per_agent_sampling
 from llm_marl.rollout import collect
 from llm_marl.rollout.collect import check_policies, check_share_frozen
@@ -462,7 +463,10 @@ class Trainer:
         t1 = time.perf_counter()
         ok: list[Any] = [r for r in rollouts if r.ok]
         metrics = episode_metrics(as_episodes(rollouts))
-        algo_metrics = self.algorithm.update(ok) if ok else {}
+        try:
+            algo_metrics = self.algorithm.update(ok) if ok else {}
+        except TrainingError as err:
+            raise TrainingError(f"training step {step + 1}: {err}") from err
         t2 = time.perf_counter()
         metrics.update({k: float(v) for k, v in algo_metrics.items()})
         metrics["time/collect"] = t1 - t0

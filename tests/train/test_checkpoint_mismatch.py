@@ -35,6 +35,7 @@ def _without_file_list(ckpt):
     meta_file = ckpt / "trainer.json"
     meta = json.loads(meta_file.read_text())
     meta.pop("files", None)
+    meta.pop("sha256", None)
     meta_file.write_text(json.dumps(meta))
 
 
@@ -86,14 +87,14 @@ def test_a_real_model_of_another_hidden_size_is_a_config_error(tmp_path, algo_lm
 
 
 def test_a_file_damaged_in_place_is_still_corrupt(tmp_path):
-    # Same size as saved, so only its format can tell: the load fails and the file does not
-    # parse, which is damage (set aside, fall back), not a mismatch.
+    # Same size as saved: its checksum tells it is damage (set aside, fall back), not a
+    # mismatch.
     for step in (1, 2):
         save_checkpoint(tmp_path, step, {"a": BigramPolicy(seed=step)}, {}, keep=None)
     table = tmp_path / "checkpoints" / "step-000002" / "policies" / "a" / "table.pt"
     table.write_bytes(b"\x00" * table.stat().st_size)
     policy = BigramPolicy()
-    with pytest.warns(UserWarning, match=r"policies/a/table.pt cannot be read"):
+    with pytest.warns(UserWarning, match=r"policies/a/table.pt does not match its checksum"):
         _, step, _, _ = resume_latest(tmp_path, {"a": policy})
     assert step == 1 and torch.equal(policy.table, BigramPolicy(seed=1).table)
     assert _listing(tmp_path) == ["corrupt-step-000002", "latest", "step-000001"]
