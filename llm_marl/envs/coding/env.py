@@ -51,8 +51,10 @@ Multi-round (``num_rounds > 1``)
     errors, a runtime error raised while loading the program, and the feedback tests that failed
     with their errors. The test units are split once per task (seeded by the task id):
     ``feedback_fraction`` of them (default 0.25, at least one) are feedback tests, the others
-    score. Scoring tests are never shown. Every round is rewarded on the scoring tests (MAGRPO
-    trains on per-step returns). With ``num_rounds == 1`` all units score.
+    score. Scoring tests are never shown, and the feedback tests run as a sandbox job of their
+    own, so a program that remembers its inputs cannot print a scoring test's input into the
+    feedback (a feedback test that needs a call made for a scoring test is not run). Every round
+    is rewarded on the scoring tests (MAGRPO trains on per-step returns). With ``num_rounds == 1`` all units score.
 Expert feedback (``feedback="expert"``, ``expert=``)
     Instead of the env's report, an external model's edits, as in the reference code's
     ``expert_edits`` mode (details and sources in :mod:`~llm_marl.envs.coding.expert`). After
@@ -148,6 +150,8 @@ class _Outcome:
     errors: dict[int, str | None] | None = None
     program_error: str | None = None
     status: str | None = None
+    load_failed: bool = False
+    """The program failed to load, before any test called it: its error says nothing of a test."""
 
 
 class CodeCollabEnv(LLMParallelEnv):
@@ -343,9 +347,10 @@ class CodeCollabEnv(LLMParallelEnv):
         main_defined = main_sub.defines_with_return(entry)
 
         outcome = _Outcome()
+        isolate = self.isolate_main and not self.single_agent
+        runnable = team if isolate else program
         if main_defined and syntax_ok:
-            isolate = self.isolate_main and not self.single_agent
-            outcome = self._run(team if isolate else program, tests)
+            outcome = self._run(runnable, tests.suite)
         units_passed = outcome.passed or {}
         scoring_passed = sum(1 for i in tests.scoring if units_passed.get(i, False))
         cooperation: dict[str, bool] = {}
@@ -368,13 +373,16 @@ class CodeCollabEnv(LLMParallelEnv):
 
         done = self.step_count >= self.num_rounds
         expert_read = None
+        if not done:
+            # What the agents (or the expert) read comes from a job of the feedback units alone.
+            seen = self._feedback_run(runnable, tests, outcome) if outcome.ran else outcome
         if not done and self.feedback == "expert":
-            expert_read = self._give_expert_edits(subs, own_syntax, outcome, tests, program)
+            expert_read = self._give_expert_edits(subs, own_syntax, seen, tests, program)
             self.set_active(self.possible_agents)
         elif not done:
             main_parses = main_block is not None and main_block.parses
             aux_called = facts.aux_called if main_parses and not self.single_agent else None
-            self._give_feedback(subs, aux_called, own_syntax, ignored, outcome, tests, entry)
+            self._give_feedback(subs, aux_called, own_syntax, ignored, seen, tests, entry)
             self.set_active(self.possible_agents)
 
         shared = {
@@ -425,14 +433,29 @@ class CodeCollabEnv(LLMParallelEnv):
                 "need task_id, prompt, test and entry_point"
             )
 
-    def _run(self, program: str | TeamProgram, tests: TaskTests) -> _Outcome:
+    def _feedback_run(
+        self, program: str | TeamProgram, tests: TaskTests, scoring: _Outcome
+    ) -> _Outcome:
+        """Run the feedback units alone (a job of their own: the program's process never sees
+        a scoring unit); results keyed by unit index. Without a runnable feedback unit nothing
+        runs and only a failure to load is reported (a run error could come from a scoring
+        unit; the load comes before any unit)."""
+        if tests.feedback_suite is None:
+            error = scoring.program_error if scoring.load_failed else None
+            return _Outcome(True, {}, {}, error, scoring.status, scoring.load_failed)
+        return self._run(program, tests.feedback_suite, tests.feedback_units)
+
+    def _run(
+        self, program: str | TeamProgram, suite: Any, units: Sequence[int] | None = None
+    ) -> _Outcome:
+        """Run ``suite``; per-unit results keyed by ``units[i]`` (default: ``i``)."""
         from llm_marl.tools.sandbox import Limits, SandboxUnavailableError, Status
 
         sandbox = self.sandbox  # may raise SandboxUnavailableError: a setup problem, not infra
         try:
             report: TestReport = sandbox.run_tests(
                 program,
-                tests.suite,
+                suite,
                 limits=Limits(timeout=self.timeout, test_timeout=self.timeout),
             )
         except (SandboxUnavailableError, ValueError, TypeError):
@@ -441,14 +464,18 @@ class CodeCollabEnv(LLMParallelEnv):
             raise InfrastructureError(f"sandbox failure: {type(err).__name__}: {err}") from err
         if report.status is Status.INFRA_ERROR:
             raise InfrastructureError(f"sandbox failure: {report.error}")
-        passed = {t.index: t.passed for t in report.tests}
-        errors = {t.index: t.error for t in report.tests}
+        key = list(units) if units is not None else [t.index for t in report.tests]
+        passed = {key[t.index]: t.passed for t in report.tests}
+        errors = {key[t.index]: t.error for t in report.tests}
         program_error = None
         if report.status in (Status.TIMEOUT, Status.MEMORY, Status.OUTPUT_LIMIT):
             program_error = f"The run was stopped: {_last_line(report.error)}"
         elif report.error and not any(passed.values()):
             program_error = f"Loading the program failed: {_last_line(report.error)}"
-        return _Outcome(True, passed, errors, program_error, str(report.status))
+        load_failed = bool(report.tests) and all(
+            t.error == _NOT_LOADED and not t.passed for t in report.tests
+        )
+        return _Outcome(True, passed, errors, program_error, str(report.status), load_failed)
 
     def _give_feedback(self, subs, aux_called, own_syntax, ignored, outcome, tests, entry) -> None:
         failures, passed = _feedback_results(outcome, tests)
@@ -472,7 +499,7 @@ class CodeCollabEnv(LLMParallelEnv):
                 program_error=outcome.program_error,
                 failures=failures,
                 passed=passed,
-                total=len(tests.feedback) if outcome.ran else 0,
+                total=len(tests.feedback_units) if outcome.ran else 0,
                 aux_called=aux_called if agent == "main" else None,
                 own_oversized=sub.oversized,
             )
@@ -520,7 +547,7 @@ class CodeCollabEnv(LLMParallelEnv):
                 for src, err in failures
             ],
             passed=passed,
-            total=len(tests.feedback) if outcome.ran else 0,
+            total=len(tests.feedback_units) if outcome.ran else 0,
         )
         request = ex.expert_request(task["prompt"], facts, self.single_agent)
         keys = ex.SINGLE_KEYS if self.single_agent else ex.TEAM_KEYS
@@ -601,12 +628,16 @@ def _feedback_results(outcome: _Outcome, tests: TaskTests) -> tuple[list[tuple[s
     passed = 0
     if outcome.ran:
         assert outcome.passed is not None and outcome.errors is not None
-        for index in tests.feedback:
+        for index in tests.feedback_units:
             if outcome.passed.get(index, False):
                 passed += 1
             else:
                 failures.append((tests.suite.tests[index], _last_line(outcome.errors.get(index))))
     return failures, passed
+
+
+# The error of every test of a program that failed to load (``verdict.make_test_report``).
+_NOT_LOADED = "not run: the program failed to load"
 
 
 def _last_line(error: str | None) -> str:

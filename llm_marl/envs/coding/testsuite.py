@@ -20,7 +20,10 @@ Shown units (``score_on``)
     scores on all of them (``TaskTests.scored_on`` says which).
 Feedback and scoring units
     In multi-turn episodes some units are shown to the agents as feedback; the others score the
-    answer and are never shown. :func:`split_units` draws the feedback units with a RNG seeded by
+    answer and are never shown. The feedback units run as a job of their own
+    (:attr:`TaskTests.feedback_suite`, see :meth:`~llm_marl.tools.sandbox.TestSuite.subset`),
+    so a program that remembers its inputs cannot print a scoring unit's input into the
+    feedback. :func:`split_units` draws the feedback units with a RNG seeded by
     the task id (a stable CRC32), so the partition is the same in every episode and process;
     with ``score_on="hidden"`` it draws the prompt's shown units first.
 """
@@ -28,6 +31,7 @@ Feedback and scoring units
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import random
 import re
@@ -100,6 +104,12 @@ class TaskTests:
     """Units that score."""
     scored_on: str
     """``"hidden"`` when only units the prompt does not show score, else ``"all"``."""
+    feedback_suite: Any = None
+    """The feedback units alone, run as a job of their own so that the program never sees a
+    scoring unit's input while it produces feedback (``None`` without feedback units)."""
+    feedback_units: tuple[int, ...] = ()
+    """Indices (into ``suite.tests``) of the units of ``feedback_suite``, in its order: the
+    feedback units that can run without calling the program on a scoring unit's input."""
 
     def sources(self, indices: Sequence[int]) -> list[str]:
         return [self.suite.tests[i] for i in indices]
@@ -125,7 +135,20 @@ def task_tests(
     scoring = [i for i in remaining if not (score_on == "hidden" and shown[i])]
     if not scoring:  # every unit is in the prompt (or feedback): score on all that are left
         scoring, scored_on = list(remaining), "all"
-    return TaskTests(suite, tuple(shown), tuple(feedback), tuple(scoring), scored_on)
+    feedback_suite, feedback_units = None, ()
+    if feedback:
+        # ValueError: every feedback unit needs a scoring unit's call, so none can run alone.
+        with contextlib.suppress(ValueError):
+            feedback_suite, feedback_units = suite.subset(feedback)
+    return TaskTests(
+        suite,
+        tuple(shown),
+        tuple(feedback),
+        tuple(scoring),
+        scored_on,
+        feedback_suite,
+        tuple(feedback_units),
+    )
 
 
 def split_units(

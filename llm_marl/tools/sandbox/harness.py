@@ -207,7 +207,24 @@ def read_frame(fd, limit=MAX_FRAME, deadline=None):
     body = read_exact(fd, size, deadline) if size else b""
     if body is None:
         raise EOFError("stream ended inside a frame")
-    return json.loads(body.decode("utf-8"))
+    return json.loads(body.decode("utf-8"), parse_int=_wire_int, parse_float=_wire_float)
+
+
+# Numbers on the wire are short: the codec sends integers beyond 2**53 in hex and floats as
+# their repr.  A longer decimal number is refused (converting it would take quadratic time).
+_MAX_NUMBER_CHARS = 40
+
+
+def _wire_int(text):
+    if len(text) > _MAX_NUMBER_CHARS:
+        raise ValueError("number too long on the wire")
+    return int(text)
+
+
+def _wire_float(text):
+    if len(text) > _MAX_NUMBER_CHARS:
+        raise ValueError("number too long on the wire")
+    return float(text)
 
 
 def write_all(fd, data, deadline=None):
@@ -321,35 +338,95 @@ def encode_value(value, _depth=0):
     )
 
 
-def decode_value(data, _depth=0):
-    """Inverse of :func:`encode_value`; builds only plain built-in values."""
+# Most distinct keys of one decoded dict or set that may share a hash value: CPython stores
+# keys with one hash in a probe chain, so n such keys cost n**2 comparisons to insert.
+MAX_SAME_HASH = 64
+# Nodes decoded between two looks at the clock.
+_CLOCK_EVERY = 1024
+
+
+class _Clock:
+    """A decoding deadline (``time.monotonic``), looked at every ``_CLOCK_EVERY`` nodes."""
+
+    __slots__ = ("deadline", "count")
+
+    def __init__(self, deadline):
+        self.deadline = deadline
+        self.count = 0
+
+    def tick(self):
+        self.count += 1
+        if self.count % _CLOCK_EVERY == 0 and time.monotonic() > self.deadline:
+            raise _Overrun()
+
+
+def _check_hashes(keys):
+    """Refuse keys built to collide (many distinct keys with one hash): decoding stays linear."""
+    if len(keys) <= MAX_SAME_HASH:
+        return keys
+    counts = {}
+    for key in keys:
+        h = hash(key)
+        c = counts.get(h, 0) + 1
+        if c > MAX_SAME_HASH:
+            raise ValueError(f"more than {MAX_SAME_HASH} keys share one hash value")
+        counts[h] = c
+    return keys
+
+
+def _fraction(numerator, denominator):
+    """A Fraction from the wire without the gcd (quadratic in the size of huge integers): a
+    value that is not in lowest terms only compares unequal, as it would be wrong anyway."""
+    import fractions
+
+    if type(numerator) is not int or type(denominator) is not int or denominator <= 0:
+        raise ValueError("malformed fraction on the wire")
+    make = getattr(fractions.Fraction, "_from_coprime_ints", None)
+    if make is not None:
+        return make(numerator, denominator)
+    return fractions.Fraction(numerator, denominator, _normalize=False)
+
+
+def decode_value(data, _depth=0, clock=None):
+    """Inverse of :func:`encode_value`; builds only plain built-in values.
+
+    Linear in the size of ``data``: dict and set keys that share a hash beyond
+    ``MAX_SAME_HASH`` and fractions are handled so that no input costs more.  With a ``clock``
+    (:class:`_Clock`) it raises ``_Overrun`` once the clock's deadline has passed.
+    """
     if _depth > MAX_DEPTH + 1:
         raise ValueError("value is nested too deeply")
+    if clock is not None:
+        clock.tick()
     d = _depth + 1
     t = type(data)
     if data is None or t in (bool, int, float, str):
         return data
     if t is list:
-        return [decode_value(v, d) for v in data]
+        return [decode_value(v, d, clock) for v in data]
     if t is not dict or len(data) != 1:
         raise ValueError("malformed value on the wire")
     ((tag, v),) = data.items()
     if tag == "t":
-        return tuple(decode_value(x, d) for x in v)
-    if tag == "d":
-        return {decode_value(k, d): decode_value(x, d) for k, x in v}
-    if tag == "s":
-        return {decode_value(x, d) for x in v}
-    if tag == "fs":
-        return frozenset(decode_value(x, d) for x in v)
+        return tuple(decode_value(x, d, clock) for x in v)
+    if tag in ("d", "iv"):
+        pairs = [(decode_value(k, d, clock), decode_value(x, d, clock)) for k, x in v]
+        _check_hashes([k for k, _ in pairs])
+        out = dict(pairs)
+        return out if tag == "d" else out.items()
+    if tag in ("s", "fs", "kv"):
+        items = _check_hashes([decode_value(x, d, clock) for x in v])
+        if tag == "kv":
+            return dict.fromkeys(items).keys()
+        return set(items) if tag == "s" else frozenset(items)
     if tag == "b":
         return bytes.fromhex(v)
     if tag == "ba":
         return bytearray.fromhex(v)
     if tag == "c":
-        return complex(decode_value(v[0], d), decode_value(v[1], d))
+        return complex(decode_value(v[0], d, clock), decode_value(v[1], d, clock))
     if tag == "i":
-        return int(v, 16)
+        return int(v, 16)  # base 16: linear in the number of digits
     if tag == "f":
         return float(v)
     if tag == "r":
@@ -357,23 +434,17 @@ def decode_value(data, _depth=0):
     if tag == "dq":
         import collections
 
-        return collections.deque(decode_value(x, d) for x in v)
+        return collections.deque(decode_value(x, d, clock) for x in v)
     if tag == "fr":
-        import fractions
-
-        return fractions.Fraction(decode_value(v[0], d), decode_value(v[1], d))
+        return _fraction(decode_value(v[0], d, clock), decode_value(v[1], d, clock))
     if tag == "dec":
         import decimal
 
         return decimal.Decimal(v)
     if tag == "it":
-        return iter([decode_value(x, d) for x in v])
-    if tag == "kv":
-        return dict.fromkeys(decode_value(x, d) for x in v).keys()
+        return iter([decode_value(x, d, clock) for x in v])
     if tag == "vv":
-        return {i: decode_value(x, d) for i, x in enumerate(v)}.values()
-    if tag == "iv":
-        return {decode_value(k, d): decode_value(x, d) for k, x in v}.items()
+        return {i: decode_value(x, d, clock) for i, x in enumerate(v)}.values()
     raise ValueError(f"unknown value tag {tag!r}")
 
 
@@ -447,8 +518,11 @@ def _apply_limits(limits, nproc_rlimit, cpu_seconds):
     lower(resource.RLIMIT_AS, limits.get("memory_mb", 0) * (1 << 20))
     lower(resource.RLIMIT_FSIZE, limits.get("file_size_mb", 0) * (1 << 20))
     lower(resource.RLIMIT_NOFILE, limits.get("open_files", 0))
-    with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # No core dumps; no POSIX message queue bytes (a queue outlives the job: on Docker a job can
+    # create one through /dev/mqueue) and no locked memory (pinned pages).
+    for name in ("RLIMIT_CORE", "RLIMIT_MSGQUEUE", "RLIMIT_MEMLOCK"):
+        with contextlib.suppress(ValueError, OSError, AttributeError):
+            resource.setrlimit(getattr(resource, name), (0, 0))
     if nproc_rlimit:
         lower(resource.RLIMIT_NPROC, limits.get("nproc", 0))
 
@@ -543,6 +617,7 @@ _UNIFIED = {
     "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
     "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
     "fspick": 433, "clone3": 435, "memfd_secret": 447, "setxattrat": 463,
+    "pidfd_send_signal": 424, "pidfd_open": 434,
 }  # fmt: skip
 _SYSCALLS = {
     "x86_64": dict(
@@ -555,6 +630,10 @@ _SYSCALLS = {
         socket=41, socketpair=53, add_key=248, request_key=249, keyctl=250,
         setxattr=188, lsetxattr=189, fsetxattr=190,
         inotify_init=253, inotify_init1=294, fanotify_init=300,
+        prlimit64=302, setpriority=141, sched_setparam=142, sched_setscheduler=144,
+        sched_setaffinity=203, sched_setattr=314, ioprio_set=251, setsockopt=54, fcntl=72,
+        kill=62, tkill=200, tgkill=234, rt_sigqueueinfo=129, rt_tgsigqueueinfo=297,
+        sendmsg=46, sendmmsg=307,
     ),
     "aarch64": dict(
         _UNIFIED,
@@ -566,6 +645,10 @@ _SYSCALLS = {
         socket=198, socketpair=199, add_key=217, request_key=218, keyctl=219,
         setxattr=5, lsetxattr=6, fsetxattr=7,
         inotify_init1=26, fanotify_init=262,
+        prlimit64=261, setpriority=140, sched_setparam=118, sched_setscheduler=119,
+        sched_setaffinity=122, sched_setattr=274, ioprio_set=30, setsockopt=208, fcntl=25,
+        kill=129, tkill=130, tgkill=131, rt_sigqueueinfo=138, rt_tgsigqueueinfo=240,
+        sendmsg=211, sendmmsg=269,
     ),
 }  # fmt: skip
 _CLONE_THREAD = 0x00010000
@@ -573,6 +656,9 @@ _CLONE_THREAD = 0x00010000
 # is part of the exit-signal byte for clone() and cannot be used there).
 _CLONE_NEW_NAMESPACES = 0x7E020000
 _AF_UNIX = 1
+_SOL_SOCKET = 1
+_BUFFER_OPTS = (7, 8, 32, 33)  # SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE
+_F_SETPIPE_SZ = 1031
 
 
 def _seccomp_program(no_fork):
@@ -610,6 +696,10 @@ def _seccomp_program(no_fork):
         denied[name] = enosys
     for name in ("setxattr", "lsetxattr", "fsetxattr", "setxattrat"):
         denied[name] = errno(95)  # EOPNOTSUPP
+    # sendmsg is the only way to pass descriptors (SCM_RIGHTS): a socket in flight, closed by
+    # every process, keeps its full buffers alive outside every count (send/sendto still work).
+    for name in ("sendmsg", "sendmmsg"):
+        denied[name] = eperm
     if no_fork:
         denied.update({"fork": eagain, "vfork": eagain, "memfd_create": enosys})
     for name, action in denied.items():
@@ -626,17 +716,60 @@ def _seccomp_program(no_fork):
     for name in ("socket", "socketpair"):
         sock = [(ld, 0, 0, 16), (jeq, 0, 1, _AF_UNIX), (ret, 0, 0, allow), (ret, 0, 0, eacces)]
         prog += [(ld, 0, 0, 0), (jeq, 0, len(sock), table[name])] + sock
+    # Another process's limits, priority, scheduling or CPU affinity (the supervisor's, which
+    # every later job would inherit): only the caller's own (pid 0) may change.
+    own_only = [(ld, 0, 0, 16), (jeq, 0, 1, 0), (ret, 0, 0, allow), (ret, 0, 0, eperm)]
+    for name in ("prlimit64", "sched_setparam", "sched_setscheduler", "sched_setattr",
+                 "sched_setaffinity"):  # fmt: skip
+        prog += [(ld, 0, 0, 0), (jeq, 0, len(own_only), table[name])] + own_only
+    # setpriority(which, who, nice): PRIO_PROCESS (0) of the caller (0) only.
+    prio = [(ld, 0, 0, 16), (jeq, 0, 3, 0), (ld, 0, 0, 24), (jeq, 0, 1, 0),
+            (ret, 0, 0, allow), (ret, 0, 0, eperm)]  # fmt: skip
+    prog += [(ld, 0, 0, 0), (jeq, 0, len(prio), table["setpriority"])] + prio
+    # Kernel buffers outside the address space: socket buffers may not grow past the system's
+    # defaults (SO_SNDBUF/SO_RCVBUF and their FORCE forms), nor pipes (F_SETPIPE_SZ).
+    sockopt = [(ld, 0, 0, 24), (jeq, 0, 5, _SOL_SOCKET), (ld, 0, 0, 32)]
+    sockopt += [(jeq, 4 - i, 0, opt) for i, opt in enumerate(_BUFFER_OPTS)]
+    sockopt += [(ret, 0, 0, allow), (ret, 0, 0, eperm)]
+    prog += [(ld, 0, 0, 0), (jeq, 0, len(sockopt), table["setsockopt"])] + sockopt
+    pipe = [(ld, 0, 0, 24), (jeq, 1, 0, _F_SETPIPE_SZ), (ret, 0, 0, allow), (ret, 0, 0, eperm)]
+    prog += [(ld, 0, 0, 0), (jeq, 0, len(pipe), table["fcntl"])] + pipe
+    return prog + [(ret, 0, 0, allow)]
+
+
+def _guard_program(pids):
+    """A second filter, made per job: no signal may reach ``pids`` (the test runner and the
+    supervisor), by pid, by process group, or through ``kill(-1)``; no pidfd may be opened on
+    them and no signal is sent through a pidfd.  A stopped or killed test runner could otherwise
+    hold the job until its deadline or end it early."""
+    table = _SYSCALLS.get(os.uname().machine)
+    if table is None:
+        return None
+    ld, jeq, ret = 0x20, 0x15, 0x06
+    allow, eperm = 0x7FFF0000, 0x00050001
+    prog = [(ld, 0, 0, 4), (jeq, 1, 0, table["arch"]), (ret, 0, 0, allow), (ld, 0, 0, 0)]
+    prog += [(jeq, 0, 1, table["pidfd_send_signal"]), (ret, 0, 0, eperm)]
+    values = {0xFFFFFFFF}  # kill(-1): every process the caller may signal
+    for pid in pids:
+        values.update((pid & 0xFFFFFFFF, (-pid) & 0xFFFFFFFF))
+    targets = sorted(values)
+    block = [(ld, 0, 0, 16)]
+    block += [(jeq, len(targets) - i, 0, v) for i, v in enumerate(targets)]
+    block += [(ret, 0, 0, allow), (ret, 0, 0, eperm)]
+    for name in ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open"):
+        prog += [(ld, 0, 0, 0), (jeq, 0, len(block), table[name])] + block
     return prog + [(ret, 0, 0, allow)]
 
 
 class _Filter:
     """A job filter built once (in the supervisor) and installed in each job's P cheaply."""
 
-    def __init__(self, no_fork):
+    def __init__(self, no_fork, program=None):
         import ctypes
         import struct
 
-        program = _seccomp_program(no_fork)
+        if program is None:
+            program = _seccomp_program(no_fork)
         if program is None:
             raise OSError("no system-call table for this machine")
         raw = b"".join(struct.pack("HBBI", *insn) for insn in program)
@@ -659,12 +792,17 @@ class _Filter:
 _filters: dict = {}
 
 
-def install_seccomp(no_fork):
-    """Install the job filter (:func:`_seccomp_program`) in this process; True on success."""
+def install_seccomp(no_fork, guarded=()):
+    """Install the job filter (:func:`_seccomp_program`) in this process, and with ``guarded``
+    pids the signal guard (:func:`_guard_program`) on top; True on success."""
     try:
         if no_fork not in _filters:
             _filters[no_fork] = _Filter(no_fork)
-        return _filters[no_fork].install()
+        if not _filters[no_fork].install():
+            return False
+        if guarded:
+            return _Filter(no_fork, _guard_program(guarded)).install()
+        return True
     except Exception:
         return False
 
@@ -720,6 +858,7 @@ def _child_common(jobdir, limits, nproc_rlimit, fds, stdin_fd, signals, cpu_seco
     except OSError:
         pass
     os.chdir(jobdir)
+    os.umask(0o022)  # the job's umask is the harness's, never inherited
     _apply_limits(limits, nproc_rlimit, cpu_seconds)
     # The supervisor ignores every signal; a job starts with the interpreter's defaults.
     for sig, handler in signals.items():
@@ -756,20 +895,21 @@ def program_file_name(mode):
     return "main.py" if mode == "run" else "solution.py"
 
 
-def _install_job_filter(seccomp):
-    """Install the job's system-call filter; exit rather than run without a promised one."""
-    if seccomp is not None and not install_seccomp(seccomp == "no-fork"):
+def _install_job_filter(seccomp, guarded=()):
+    """Install the job's system-call filter (with the signal guard of ``guarded`` pids); exit
+    rather than run without a promised one."""
+    if seccomp is not None and not install_seccomp(seccomp == "no-fork", guarded):
         # The host was promised this filter (the start-up probe passed): never run without it.
         with contextlib.suppress(BaseException):
             sys.stderr.write("sandbox: could not install the system-call filter\n")
         os._exit(71)
 
 
-def _program_main(job, jobdir, seccomp):
+def _program_main(job, jobdir, seccomp, guarded=()):
     """P: run the untrusted program, then (test mode) serve R's calls.  Never returns."""
     mode = job["mode"]
     source = job["program"]
-    _install_job_filter(seccomp)
+    _install_job_filter(seccomp, guarded)
     code = 0
     if mode == "run":
         module = _program_module("__main__", os.path.join(jobdir, program_file_name(mode)))
@@ -808,7 +948,7 @@ def _load_and_serve(ns, load, harness_frames):
     _serve(ns)
 
 
-def _owner_main(job, jobdir, seccomp):
+def _owner_main(job, jobdir, seccomp, guarded=()):
     """O: the entry point's author's code, in a process no other author's code ever ran in.
 
     A team program (``job["owner"]``) has a trusted shared part (the task's imports and given
@@ -820,7 +960,7 @@ def _owner_main(job, jobdir, seccomp):
     builtins or modules, rebinding globals, rewriting ``__code__``...) can reach it: what crosses
     from P is plain data returned by explicit calls.  Never returns.
     """
-    _install_job_filter(seccomp)
+    _install_job_filter(seccomp, guarded)
     owner = job["owner"]
     partners = _PartnerConnection()
     try:
@@ -1026,6 +1166,8 @@ class _ProgramConnection:
         try:
             write_all(FD_RPC_OUT, request, deadline)
             reply = read_frame(FD_RPC_IN, MAX_RPC_FRAME, deadline)
+            # Decoding what the program returned is on its clock, and inside its deadline.
+            value = _decode_reply(reply, deadline)
         except _Overrun:
             self._charge(since)
             self.timed_out = True
@@ -1043,11 +1185,7 @@ class _ProgramConnection:
             self.dead = self.dead or "the program's process exited during a call"
             raise ProgramError(self.dead)
         if "ok" in reply:
-            since = time.monotonic()
-            try:
-                return decode_value(reply["ok"])
-            finally:
-                self._charge(since)  # decoding what the program returned is on its clock
+            return value
         raise _rebuild_exception(str(reply.get("exc", "Exception")), str(reply.get("error", "")))
 
     def end_test(self):
@@ -1074,6 +1212,13 @@ class _ProgramConnection:
             self.dead = f"reloading the program exceeded the time limit ({self.load_timeout:g} s)"
         elif not isinstance(first, dict) or not first.get("loaded"):
             self.dead = "the program failed to load again after a timeout"
+
+
+def _decode_reply(reply, deadline):
+    """The value of an ``ok`` reply, decoded before ``deadline`` (else ``_Overrun``)."""
+    if isinstance(reply, dict) and "ok" in reply:
+        return decode_value(reply["ok"], clock=_Clock(deadline))
+    return None
 
 
 class _PartnerConnection:
@@ -1197,6 +1342,29 @@ class _RemoteFunction:
         return f"<function {self._name} (runs in the sandboxed program)>"
 
 
+# Most value nodes of the program's globals the test runner decodes (see ``_manifest``).
+MAX_MANIFEST_NODES = 200_000
+# CPython's default bound on the digits of an int converted to or from a decimal string.
+_DEFAULT_INT_DIGITS = 4300
+
+
+def _tests_int_digits():
+    if hasattr(sys, "set_int_max_str_digits"):
+        sys.set_int_max_str_digits(_DEFAULT_INT_DIGITS)
+
+
+def _compile_test(source, filename):
+    """Compile trusted test code; its own literals may be longer than the bound in force."""
+    if not hasattr(sys, "set_int_max_str_digits"):
+        return compile(source, filename, "exec", dont_inherit=True, optimize=0)
+    previous = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        return compile(source, filename, "exec", dont_inherit=True, optimize=0)
+    finally:
+        sys.set_int_max_str_digits(previous)
+
+
 def _runner_main(tests_len, clean_builtins, limits):
     """R: read the tests from the host channel, wait for P, run the tests.  Never returns.
 
@@ -1255,6 +1423,8 @@ def _runner_main(tests_len, clean_builtins, limits):
     entry_point = spec.get("entry_point")
     ns = {"__builtins__": dict(clean_builtins), "__name__": "__sandbox_tests__"}
     manifest = first.get("globals")
+    # The program's plain values are decoded inside its load budget, MAX_MANIFEST_NODES at most.
+    clock = _Clock(time.monotonic() + conn.load_timeout)
     for name, kind in manifest.items() if isinstance(manifest, dict) else ():
         if name in clean_builtins and name != entry_point:
             # A program-level ``abs``/``len``/``isinstance`` must not change what the tests
@@ -1268,10 +1438,15 @@ def _runner_main(tests_len, clean_builtins, limits):
                 # chosen by the program could have side effects here.
                 if kind[1] in sys.modules:
                     ns[name] = sys.modules[kind[1]]
-            elif kind[0] == "v":
-                ns[name] = decode_value(kind[1])
+            elif kind[0] == "v" and clock.count < MAX_MANIFEST_NODES:
+                ns[name] = decode_value(kind[1], clock=clock)
+        except _Overrun:
+            clock.count = MAX_MANIFEST_NODES  # out of time: no more values
         except BaseException:
             continue
+    # The tests run with the interpreter's default bound on int <-> str conversions, so that a
+    # huge integer the program returns cannot make the tests' own code take quadratic time.
+    _tests_int_digits()
 
     # The program's entry point, taken before the test setup runs (which may bind the same name).
     candidate = ns.get(entry_point) if entry_point else None
@@ -1300,9 +1475,7 @@ def _runner_main(tests_len, clean_builtins, limits):
 
     try:
         if spec.get("setup"):
-            exec(
-                compile(spec["setup"], "tests_setup.py", "exec", dont_inherit=True, optimize=0), ns
-            )
+            exec(_compile_test(spec["setup"], "tests_setup.py"), ns)
     except BaseException as e:
         emit("S", ok=False, error=_format_traceback(e), etype=type(e).__name__)
         emit("D")
@@ -1312,7 +1485,7 @@ def _runner_main(tests_len, clean_builtins, limits):
         try:
             if not isinstance(candidate, _RemoteFunction):
                 raise NameError(f"the program does not define a function named {entry_point!r}")
-            exec(compile(check_src, "tests.py", "exec", dont_inherit=True, optimize=0), ns)
+            exec(_compile_test(check_src, "tests.py"), ns)
             factory = ns.pop(spec["factory"])
             check = factory(record, BaseException)
         except BaseException as e:
@@ -1326,10 +1499,7 @@ def _runner_main(tests_len, clean_builtins, limits):
         for index, source in enumerate(spec.get("tests", [])):
             try:
                 try:
-                    code = compile(
-                        source, f"test_{index}.py", "exec", dont_inherit=True, optimize=0
-                    )
-                    exec(code, ns)
+                    exec(_compile_test(source, f"test_{index}.py"), ns)
                 except BaseException as e:
                     record(index, e)
                 else:
@@ -1371,6 +1541,8 @@ SCRATCH_SLACK_BYTES = 1 << 20
 # stops a job past this many (Docker's tmpfs also gets it as ``nr_inodes``).
 SCRATCH_MAX_INODES = 100_000
 SCRATCH_POLL_SECONDS = 0.02
+# How often the supervisor checks that the test runner has not been stopped.
+RUNNER_POLL_SECONDS = 0.05
 
 
 class Supervisor:
@@ -1395,6 +1567,13 @@ class Supervisor:
         self.scratch_dedicated = os.stat(scratch).st_dev != os.stat(parent).st_dev
         self.scratch_baseline = _used_bytes(scratch) if self.scratch_dedicated else 0
         self.inodes_baseline = _used_inodes(scratch) if self.scratch_dedicated else 0
+        # What every job inherits from the supervisor, as it was before any job ran; checked
+        # (and restored where it can be) after every job.
+        self.state_baseline = _process_state()
+        # POSIX message queues live in a file system (Docker mounts one on /dev/mqueue).
+        self.mqueue = MQUEUE_DIR if os.path.isdir(MQUEUE_DIR) else None
+        # Abstract unix sockets of the worker's own network namespace (none at start).
+        self.abstract_baseline = _abstract_sockets() if self.pid1 else set()
         import builtins
 
         self.clean_builtins = dict(builtins.__dict__)
@@ -1505,7 +1684,16 @@ class Supervisor:
                     raise _Fatal("the test runner failed before reading the tests")
                 job_state.update(
                     self._fork_program(
-                        job, jobdir, limits, seconds, out_w, err_w, devnull, req_r, resp_w
+                        job,
+                        jobdir,
+                        limits,
+                        seconds,
+                        out_w,
+                        err_w,
+                        devnull,
+                        req_r,
+                        resp_w,
+                        job_state["runner"],
                     )
                 )
                 for fd in (req_r, req_w, resp_r, resp_w):
@@ -1515,7 +1703,7 @@ class Supervisor:
             else:
                 stdin_fd = self._stdin_fd(job.get("stdin") or "", jobdir, devnull, fds)
                 job_state["program"] = self._fork(
-                    lambda: _program_main(job, jobdir, self.seccomp),
+                    lambda: _program_main(job, jobdir, self.seccomp, (os.getpid(),)),
                     jobdir,
                     limits,
                     {1: out_w, 2: err_w, FD_AUX: aux_w},
@@ -1555,6 +1743,7 @@ class Supervisor:
                             devnull,
                             new_req_r,
                             new_resp_w,
+                            job_state["runner"],
                         )
                     )
                     sent = [new_resp_r, new_req_w]
@@ -1569,7 +1758,7 @@ class Supervisor:
                             os.close(fd)
 
             facts, streams = self._collect(
-                limits, deadline, out_r, err_r, aux_r, watch, pending, ctl, control
+                limits, deadline, out_r, err_r, aux_r, watch, pending, ctl, control, mode == "tests"
             )
         except BaseException:
             self._sweep()
@@ -1634,17 +1823,46 @@ class Supervisor:
                             return f"the job left System V IPC objects ({kind})"
                 except OSError:
                     continue
+        if self.mqueue is not None:
+            wipe_tree(self.mqueue, WIPE_MAX_ENTRIES, deadline)
+            try:
+                if os.listdir(self.mqueue):
+                    return "the job left POSIX message queues behind"
+            except OSError:
+                return "the POSIX message queue directory cannot be read"
+        if self.pid1 and _abstract_sockets() - self.abstract_baseline:
+            # A socket kept alive only by a reference in flight (a cycle of SCM_RIGHTS messages)
+            # dies in the kernel's garbage collection, which closing a unix socket starts.
+            for _ in range(20):
+                import socket
+
+                a, b = socket.socketpair()
+                a.close()
+                b.close()
+                time.sleep(0.005)
+                if not _abstract_sockets() - self.abstract_baseline:
+                    break
+            else:
+                return "the job left abstract unix sockets behind"
+        changed = _restore_state(self.state_baseline)
+        if changed:
+            return "the job changed the worker's own state (" + ", ".join(changed) + ")"
         return None
 
-    def _fork_program(self, job, jobdir, limits, seconds, out_w, err_w, devnull, req_r, resp_w):
+    def _fork_program(
+        self, job, jobdir, limits, seconds, out_w, err_w, devnull, req_r, resp_w, runner
+    ):
         """Start what answers R on ``req_r``/``resp_w``: P, or for a team program O in front of
         P (see :func:`_owner_main`).  Returns the new pids by role."""
         streams = {1: out_w, 2: err_w, FD_AUX: devnull}
 
+        # Neither the test runner nor the supervisor may be signalled by the job.
+        guarded = tuple(p for p in (os.getpid(), runner) if p)
+
         def fork(main, channels):
             """One role: ``main`` with the job's streams and its own RPC descriptors."""
             return self._fork(
-                lambda: main(job, jobdir, self.seccomp),
+                lambda: main(job, jobdir, self.seccomp, guarded),
                 jobdir,
                 limits,
                 {**streams, **channels},
@@ -1719,7 +1937,9 @@ class Supervisor:
         except ValueError:
             return False, b""
 
-    def _collect(self, limits, deadline, out_r, err_r, aux_r, watch, pending, ctl, control):
+    def _collect(
+        self, limits, deadline, out_r, err_r, aux_r, watch, pending, ctl, control, is_runner
+    ):
         cap = int(limits.get("output_bytes", 1 << 20))
         streams = _Streams({out_r: cap, err_r: cap, aux_r: 16 << 20})
         streams.feed(aux_r, pending)
@@ -1734,7 +1954,9 @@ class Supervisor:
         timed_out = False
         exceeded = None
         too_many_files = False
+        runner_stopped = False
         next_poll = time.monotonic() + SCRATCH_POLL_SECONDS
+        next_state = time.monotonic() + RUNNER_POLL_SECONDS
         try:
             while True:
                 now = time.monotonic()
@@ -1742,6 +1964,14 @@ class Supervisor:
                 if remaining <= 0:
                     timed_out = True
                     break
+                if is_runner and now >= next_state:
+                    # A stopped test runner would hold the job until its deadline: it counts
+                    # as a timeout now (the job's filter keeps its signals from reaching R; this
+                    # covers a machine without that filter).
+                    next_state = now + RUNNER_POLL_SECONDS
+                    if _is_stopped(watch):
+                        timed_out = runner_stopped = True
+                        break
                 if self.scratch_dedicated and now >= next_poll:
                     next_poll = now + SCRATCH_POLL_SECONDS
                     used = _used_inodes(self.scratch) - self.inodes_baseline
@@ -1754,6 +1984,8 @@ class Supervisor:
                 timeout = remaining if pidfd is not None else min(remaining, 0.002)
                 if self.scratch_dedicated:
                     timeout = min(timeout, SCRATCH_POLL_SECONDS)
+                if is_runner:
+                    timeout = min(timeout, RUNNER_POLL_SECONDS)
                 try:
                     readable, _, _ = select.select(wait_for, [], [], timeout)
                 except InterruptedError:
@@ -1789,6 +2021,8 @@ class Supervisor:
             if pidfd is not None:
                 os.close(pidfd)
         facts = {"timed_out": timed_out, "output_exceeded": exceeded}
+        if runner_stopped:
+            facts["runner_stopped"] = True
         if too_many_files:
             facts["files_exceeded"] = SCRATCH_MAX_INODES
         return facts, streams
@@ -1835,6 +2069,67 @@ class Supervisor:
                 break
             time.sleep(0.0005)
         return statuses, not _child_pids()
+
+
+MQUEUE_DIR = "/dev/mqueue"
+
+
+def _process_state():
+    """The supervisor's own state that every job inherits: resource limits, niceness,
+    scheduling policy and priority, CPU affinity."""
+    state = {}
+    if resource is not None:
+        for name in sorted(dir(resource)):
+            if name.startswith("RLIMIT_"):
+                with contextlib.suppress(ValueError, OSError):
+                    state[name] = resource.getrlimit(getattr(resource, name))
+    readers = (
+        ("nice", lambda: os.getpriority(os.PRIO_PROCESS, 0)),
+        ("scheduler", lambda: os.sched_getscheduler(0)),
+        ("sched_priority", lambda: os.sched_getparam(0).sched_priority),
+        ("affinity", lambda: sorted(os.sched_getaffinity(0))),
+    )
+    for key, read in readers:
+        with contextlib.suppress(Exception):
+            state[key] = read()
+    return state
+
+
+def _restore_state(baseline):
+    """Put back what a job changed of the supervisor's state (where an unprivileged process
+    can: lowered limits and a raised niceness usually cannot be undone); the keys still
+    different afterwards."""
+    current = _process_state()
+    for key, value in baseline.items():
+        if current.get(key) == value:
+            continue
+        with contextlib.suppress(Exception):
+            if key.startswith("RLIMIT_"):
+                resource.setrlimit(getattr(resource, key), value)
+            elif key == "nice":
+                os.setpriority(os.PRIO_PROCESS, 0, value)
+            elif key in ("scheduler", "sched_priority"):
+                param = os.sched_param(baseline.get("sched_priority", 0))
+                os.sched_setscheduler(0, baseline.get("scheduler", 0), param)
+            elif key == "affinity":
+                os.sched_setaffinity(0, value)
+    current = _process_state()
+    return sorted(k for k in baseline if current.get(k) != baseline[k])
+
+
+def _abstract_sockets():
+    """Names of the abstract unix sockets of this network namespace (``/proc/net/unix``)."""
+    names = set()
+    try:
+        with open("/proc/net/unix") as f:
+            lines = f.read().splitlines()[1:]
+    except OSError:
+        return names
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 8 and parts[7].startswith("@"):
+            names.add(parts[7])
+    return names
 
 
 def _send_fds(sock, fds):
@@ -1947,6 +2242,17 @@ class _Streams:
             "stderr_truncated": self.totals[err_r] > self.caps[err_r],
             "aux": bytes(self.data[aux_r]).decode("utf-8", "replace"),
         }
+
+
+def _is_stopped(pid):
+    """True when ``pid`` is stopped (a stop signal) or traced, per ``/proc/<pid>/stat``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    state = stat.rpartition(b")")[2].split()[:1]
+    return state in ([b"T"], [b"t"])
 
 
 def _has_exited(pid):

@@ -100,11 +100,43 @@ class TestSuite:
     entry_point: str | None = None
     check_source: str | None = None
     unscored: tuple[str, ...] = ()
+    origin: tuple[str, ...] | None = None
+    """How a check-style suite was built (source, entry point, check name, task code), so that
+    :meth:`subset` can rebuild it with fewer units."""
 
     __test__ = False  # not a pytest test class
 
     def __len__(self) -> int:
         return len(self.tests)
+
+    def subset(self, indices: Sequence[int]) -> tuple[TestSuite, tuple[int, ...]]:
+        """A suite that runs only the units ``indices`` (of :attr:`tests`), for a job whose
+        program must see nothing of the other units (e.g. feedback units apart from scoring
+        units), and the indices of the units it holds, in order.
+
+        For a ``check``-style suite, a statement of ``check`` that is not a unit but calls the
+        program (``r = candidate(5)``) runs only when every unit that reads what it binds is in
+        the subset; a selected unit that reads such a statement's names while another unit does
+        too is left out (it could not run without calling the program on the other unit's
+        input). Statements that never read the program always run.
+
+        Raises:
+            ValueError: an index out of range, or no unit left.
+        """
+        chosen = sorted(set(indices))
+        if any(not 0 <= i < len(self.tests) for i in chosen):
+            raise ValueError(f"unit indices must be in [0, {len(self.tests)}), got {chosen}")
+        if self.origin is not None:
+            source, entry_point, check_name, task_code = self.origin
+            kept: list[int] = []
+            suite = TestSuite.from_check(
+                source, entry_point, check_name, task_code, units=frozenset(chosen), _kept=kept
+            )
+            return suite, tuple(kept)
+        if not chosen:
+            raise ValueError("a subset needs at least one unit")
+        tests = tuple(self.tests[i] for i in chosen)
+        return TestSuite(tests=tests, setup=self.setup), tuple(chosen)
 
     @classmethod
     def from_asserts(cls, asserts: Sequence[str], setup: str = "") -> TestSuite:
@@ -180,6 +212,9 @@ class TestSuite:
         entry_point: str,
         check_name: str = "check",
         task_code: str = "",
+        *,
+        units: AbstractSet[int] | None = None,
+        _kept: list[int] | None = None,
     ) -> TestSuite:
         """Split a HumanEval-style ``def check(candidate)`` into one test per assert.
 
@@ -190,6 +225,7 @@ class TestSuite:
             task_code: trusted code of the task itself (a prompt's imports and given helper
                 functions) that the tests may use; it runs in the tests' namespace after the
                 program's names, so a program cannot replace what it defines.
+            units: only these units (indices among all units); see :meth:`subset`.
 
         Raises:
             ValueError: syntax error, no ``check`` function, no valid entry point name, input
@@ -233,6 +269,9 @@ class TestSuite:
         tests: list[str] = []
         unscored: list[str] = []
         body: list[ast.stmt] = []
+        # (kind, statement, facts, reads the program, unit index) per statement of check.
+        plan: list[tuple[str, ast.stmt, _Facts, bool, int]] = []
+        n_units = 0
         for stmt in check.body:
             facts = _scan(stmt)
             reads = facts.reads(program, proxies)
@@ -243,19 +282,38 @@ class TestSuite:
                 program.difference_update(facts.stored)
                 proxies.difference_update(facts.stored)
             if not facts.has_assert:
-                body.append(stmt)
+                plan.append(("plain", stmt, facts, reads, -1))
             elif reads:
+                plan.append(("unit", stmt, facts, reads, n_units))
+                n_units += 1
+            else:
+                plan.append(("unscored", stmt, facts, reads, -1))
+        runs = _subset_plan(plan, units) if units is not None else None
+        for position, (kind, stmt, _, reads, unit) in enumerate(plan):
+            if runs is not None:
+                if kind == "unit" and unit not in runs[True]:
+                    continue
+                if kind != "unit" and reads and position not in runs[False]:
+                    continue
+            if kind == "unit" and _kept is not None:
+                _kept.append(unit)
+            if kind == "plain":
+                body.append(stmt)
+            elif kind == "unit":
                 tests.append(text.segment(stmt))
                 body.append(_recorded(stmt, len(tests) - 1))
             else:
                 unscored.append(text.segment(stmt))
                 body.append(_silenced(stmt))
-        if not tests and not unscored and _scan(check).reads(program, proxies):
+        no_assert = n_units == 0 and not unscored and (units is None or 0 in units)
+        if no_assert and _scan(check).reads(program, proxies):
             # No assert at all: the whole check body is one test (it passes if it returns).
             tests.append(text.segment(check))
             body = [_recorded_block(check.body, 0)]
+            if _kept is not None:
+                _kept.append(0)
         if not tests:
-            raise ValueError(_NOTHING_CAN_FAIL)
+            raise ValueError(_NOTHING_CAN_FAIL if units is None else "no unit left in the subset")
         check.body = body
         check.decorator_list = []
         extra: dict[str, Any] = {"type_params": []} if sys.version_info >= (3, 12) else {}
@@ -286,6 +344,7 @@ class TestSuite:
             entry_point=entry_point,
             check_source=ast.unparse(factory_module),
             unscored=tuple(unscored),
+            origin=(source, entry_point, check_name, task_code),
         )
 
     @classmethod
@@ -386,6 +445,44 @@ class _Source:
                 + [line[indent:] if line[:indent].isspace() else line for line in lines[1:]]
             )
         return text
+
+
+def _subset_plan(
+    plan: list[tuple[str, ast.stmt, _Facts, bool, int]], units: AbstractSet[int]
+) -> dict[bool, set[int]]:
+    """What runs in a subset of ``units``: ``{True: units kept, False: positions (in ``plan``)
+    of the program-reading statements kept}``; statements that do not read the program always
+    run.
+
+    One backward pass: ``need[name]`` is the set of units that read ``name`` later, directly or
+    through another program-reading statement; such a statement feeds the units that need a name
+    it binds, and runs only when it feeds some unit and every unit it feeds is selected. A
+    selected unit fed by a statement that does not run is left out (it would fail for want of
+    that statement's values)."""
+    need: dict[str, set[int]] = {}
+    feeds: dict[int, set[int]] = {}
+    for position in range(len(plan) - 1, -1, -1):
+        kind, _, facts, reads, unit = plan[position]
+        if kind == "unit":
+            deps = {unit}
+        elif reads:
+            deps = set()
+            for stored in facts.stored:
+                deps |= need.get(stored, set())
+            feeds[position] = deps
+        else:
+            continue
+        for load, _ in facts.loads:
+            need.setdefault(load.id, set()).update(deps)
+    kept_units = set(units)
+    positions: set[int] = set()
+    for position, deps in feeds.items():
+        if deps and deps <= units:
+            positions.add(position)
+        else:
+            kept_units -= deps
+    positions = {p for p in positions if feeds[p] <= kept_units}
+    return {True: kept_units, False: positions}
 
 
 def _is_call_of(node: ast.stmt, name: str) -> bool:

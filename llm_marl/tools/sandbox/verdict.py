@@ -77,6 +77,8 @@ def _limit_status(
 ) -> tuple[Status, str] | None:
     """The limit that ended the job, if any: (status, message)."""
     sig = (exit_info or {}).get("signal")
+    if facts.get("runner_stopped"):
+        return Status.TIMEOUT, "the test runner was stopped (by the program?): counted as a timeout"
     if facts.get("timed_out") or sig == _SIGXCPU:
         return Status.TIMEOUT, f"time limit exceeded ({seconds:g} s)"
     if facts.get("files_exceeded"):
