@@ -7,7 +7,11 @@ An episode is a cooperative Dec-POMDP played by LLM roles. The contract (see
 * The observation of an agent is its own chat conversation (a list of OpenAI-style messages).
   An agent sees only what its role is shown.
 * An action is the completion string. Any string is legal: malformed output is scored through
-  the reward and flagged in ``infos[agent]``; it never raises.
+  the reward and flagged in ``infos[agent]``; it never raises. A thinking model's reasoning is
+  removed from it first (:func:`~llm_marl.tools.text.strip_thinking`: up to the last
+  ``</think>``, and from an unclosed ``<think>`` on), in :meth:`~LLMParallelEnv.step` and
+  nowhere else: no reward, grader, judge or other agent ever reads ``<think>`` text, and the
+  agent's own conversation keeps only its answer.
 * Sequential topologies are *phases*: ``infos[agent]["active"]`` says who acts now; actions of
   inactive agents are ignored (and flagged ``infos[agent]["ignored_action"]``).
 * The joint (team) reward goes to every agent; its parts go to ``infos[agent]["reward_components"]``.
@@ -93,7 +97,7 @@ from pettingzoo import ParallelEnv
 from llm_marl.checks import is_int
 from llm_marl.errors import DataError, InfrastructureError
 from llm_marl.spaces import Chat, Text
-from llm_marl.tools.text import scrub_surrogates
+from llm_marl.tools.text import scrub_surrogates, strip_thinking
 
 if TYPE_CHECKING:
     from llm_marl.envs.registration import EnvSpec
@@ -414,7 +418,9 @@ class LLMParallelEnv(ParallelEnv):
         transition = Transition()
         if error is None:
             # Actions are untrusted text: the rewards (tokenizers, embedders) read them as given.
-            acting = {a: scrub_surrogates(actions[a]) for a in self.active_agents}
+            # The one place a completion's reasoning is removed, before the conversation, the
+            # env's transition (rewards, graders, judges) or any other agent reads it.
+            acting = {a: strip_thinking(scrub_surrogates(actions[a])) for a in self.active_agents}
             for agent, action in acting.items():
                 self.say(agent, action, role="assistant")
             self._active = set()

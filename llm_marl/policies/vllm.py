@@ -304,6 +304,7 @@ class VLLMPolicy(ChatTokenPolicy):
             ``HFPolicy.save``): this policy samples with it.
         name: Policy name (default: the adapter's or the model's path).
         chat_template_kwargs: Extra variables for the chat template.
+        prompt_mode: ``"chat"`` or ``"raw"`` (see :data:`~llm_marl.policies.chat.PROMPT_MODES`).
         config: Engine settings (:class:`VLLMConfig`).
         tensor_parallel_size: Overrides ``config.tensor_parallel_size``: split the model over
             this many GPUs (checked by :func:`check_tensor_parallel` before vLLM starts).
@@ -324,6 +325,7 @@ class VLLMPolicy(ChatTokenPolicy):
         seed: int | None = None,
         tensor_parallel_size: int | None = None,
         _lora_ranks: Sequence[int] = (),
+        prompt_mode: str = "chat",
     ) -> None:
         if not isinstance(model, (str, os.PathLike)):
             raise TypeError(
@@ -354,7 +356,10 @@ class VLLMPolicy(ChatTokenPolicy):
         except OSError:  # no generation_config.json: the tokenizer's eos is the end token
             eos = None
         self.chat = ChatTokenizer(
-            tok, chat_template_kwargs=chat_template_kwargs, generation_eos=eos
+            tok,
+            chat_template_kwargs=chat_template_kwargs,
+            generation_eos=eos,
+            prompt_mode=prompt_mode,
         )
         self.tokenizer = tok
         self._rng = random.Random(seed)
@@ -391,6 +396,7 @@ class VLLMPolicy(ChatTokenPolicy):
         name: str | None = None,
         seed: int | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        prompt_mode: str = "chat",
         **config: Any,
     ) -> VLLMPolicy:
         """A frozen policy from a path, for spec strings and command lines (``vllm:PATH``).
@@ -425,6 +431,7 @@ class VLLMPolicy(ChatTokenPolicy):
             name=name,
             seed=seed,
             chat_template_kwargs=chat_template_kwargs,
+            prompt_mode=prompt_mode,
             config=VLLMConfig(**config),
         )
 
@@ -488,6 +495,7 @@ class VLLMPolicy(ChatTokenPolicy):
                 tokenizer=group[0].tokenizer,
                 name=f"vllm:{group[0].name}",
                 chat_template_kwargs=group[0].chat_template_kwargs,
+                prompt_mode=group[0].prompt_mode,
                 config=cfg,
                 seed=seed,
                 _lora_ranks=ranks,

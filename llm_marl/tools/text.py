@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["scrub_surrogates"]
+__all__ = ["THINK_CLOSE", "THINK_OPEN", "scrub_surrogates", "strip_thinking"]
+
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+"""The reasoning markers of thinking models (Qwen3, DeepSeek-R1): what lies between them is
+the model's scratchpad, not its answer."""
 
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
@@ -29,3 +34,19 @@ def scrub_surrogates(text: str) -> str:
     except UnicodeEncodeError:
         return _SURROGATES.sub("\ufffd", text)
     return text
+
+
+def strip_thinking(text: str) -> str:
+    """A completion without its reasoning: what a reward, a grader or another agent reads.
+
+    Everything up to the last ``</think>`` goes (a ``<think>`` block, or the reasoning of a
+    template that opened the block in the prompt); what is left after an unclosed ``<think>``
+    goes too (the model was still thinking when it stopped: it gave no answer). Leading
+    whitespace after the block is dropped. Text without either marker comes back unchanged.
+    Linear time: two substring searches.
+    """
+    cut = text.rfind(THINK_CLOSE)
+    if cut >= 0:
+        text = text[cut + len(THINK_CLOSE) :].lstrip()
+    start = text.find(THINK_OPEN)
+    return text[:start] if start >= 0 else text

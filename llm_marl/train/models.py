@@ -79,6 +79,18 @@ class PoliciesConfig:
     """Weights dtype, e.g. ``bfloat16`` (default: float32 on CPU, the checkpoint's on GPU)."""
     threads: int | None = None
     """torch CPU threads (default: torch's choice)."""
+    prompt_mode: str = "chat"
+    """How every local model of the run (trainable, ``tiny`` and ``hf:`` frozen ones) turns its
+    conversation into a prompt: ``chat`` (the tokenizer's chat template) or ``raw`` (the
+    messages' plain text joined by blank lines, no template, as CoMLRL feeds its formatters'
+    strings). ``agent_prompt_mode`` overrides it per agent."""
+    agent_prompt_mode: dict[str, str] = field(default_factory=dict)
+    """Per-agent ``prompt_mode`` (agent -> ``chat`` / ``raw``); agents played by one policy
+    object (``share``, one frozen spec) must agree."""
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra variables for every local model's chat template in ``chat`` mode, e.g.
+    ``{"enable_thinking": false}`` (``--policies.chat_template_kwargs.enable_thinking false``):
+    Qwen3's template thinks unless told not to."""
     gradient_checkpointing: bool = False
     """Recompute the trainable models' activations in backward instead of keeping them
     (transformers' ``gradient_checkpointing_enable``, non-reentrant): much less memory for long
@@ -113,12 +125,31 @@ class PoliciesConfig:
                 "agent) exclude each other; pick one"
             )
         # Malformed specs fail here, before any model is built, with the factory's words.
+        from llm_marl.policies.chat import PROMPT_MODES
+
+        for where, mode in [("prompt_mode", self.prompt_mode), *self.agent_prompt_mode.items()]:
+            if mode not in PROMPT_MODES:
+                raise ValueError(
+                    f"{where}: prompt mode must be one of {PROMPT_MODES}, got {mode!r}"
+                )
         for agent, spec in self.frozen.items():
             if spec != TINY:
                 _parse(spec, f"policies.frozen.{agent}")
         for key, named in (("expert", self.expert), ("judge", self.judge)):
             if named is not None:
                 _parse(named, f"policies.{key}")
+
+
+def prompt_mode_of(config: PoliciesConfig, agents: Sequence[str]) -> str:
+    """The prompt mode of the policy that plays ``agents`` (one mode; :class:`ConfigError` if
+    ``agent_prompt_mode`` gives agents of one policy different modes)."""
+    modes = {config.agent_prompt_mode.get(a, config.prompt_mode) for a in agents}
+    if len(modes) > 1:
+        raise ConfigError(
+            f"agents {list(agents)} are played by one policy but policies.agent_prompt_mode "
+            f"gives them different prompt modes ({sorted(modes)}); give them one"
+        )
+    return modes.pop()
 
 
 # ---------------------------------------------------------------------------------------- tiny
@@ -206,7 +237,15 @@ def trainable_policies(
             task_type="CAUSAL_LM",
         )
         _checkpointing(base, config)
-        return HFPolicy.shared_lora(base, agents, lora, tokenizer=paths[agents[0]], seed=seed)
+        return HFPolicy.shared_lora(
+            base,
+            agents,
+            lora,
+            tokenizer=paths[agents[0]],
+            seed=seed,
+            chat_template_kwargs=config.chat_template_kwargs,
+            prompt_mode={a: prompt_mode_of(config, [a]) for a in agents},
+        )
     policies = {}
     for i, agent in enumerate(built):
         policies[agent] = HFPolicy(
@@ -217,6 +256,8 @@ def trainable_policies(
             dtype=config.dtype,
             reference_model=_reference(paths[agent], config, device) if reference else None,
             seed=seed + i,
+            chat_template_kwargs=config.chat_template_kwargs,
+            prompt_mode=prompt_mode_of(config, agents if config.share else [agent]),
         )
         _checkpointing(policies[agent].model, config)
     if config.share:
@@ -289,19 +330,29 @@ def frozen_policy(
     from llm_marl.policies import HFPolicy
     from llm_marl.policies.factory import build_policy
 
+    # The run's prompt settings (agents that share one policy have one mode: build_policies
+    # checks them all).
+    prompt: dict[str, Any] = {
+        "chat_template_kwargs": config.chat_template_kwargs,
+        "prompt_mode": prompt_mode_of(config, [agent]),
+    }
     if spec == TINY:
         path = tiny_models(Path(out), [agent], model_seed)[agent]
         if warmup is None:
-            return HFPolicy(path, trainable=False, name=agent, seed=seed)
-        learner = HFPolicy(path, trainable=True, name=agent, seed=seed)
+            return HFPolicy(path, trainable=False, name=agent, seed=seed, **prompt)
+        learner = HFPolicy(path, trainable=True, name=agent, seed=seed, **prompt)
         warmup({agent: learner})
         frozen_dir = Path(out) / "frozen"
         learner.model.save_pretrained(frozen_dir)
         learner.tokenizer.save_pretrained(frozen_dir)
-        return HFPolicy(str(frozen_dir), trainable=False, name=agent, seed=seed)
+        return HFPolicy(str(frozen_dir), trainable=False, name=agent, seed=seed, **prompt)
     try:
         return build_policy(
-            spec, name=agent, device=config.device or _default_device(), dtype=config.dtype
+            spec,
+            name=agent,
+            device=config.device or _default_device(),
+            dtype=config.dtype,
+            **prompt,
         )
     except ConfigError as err:
         raise ConfigError(f"policies.frozen.{agent}: {err}") from err

@@ -312,7 +312,13 @@ def build_policies(config: RunConfig) -> dict[str, Any]:
 
 def _build_policies(config: RunConfig) -> dict[str, Any]:
     from llm_marl.envs.registration import make
-    from llm_marl.train.models import TINY, check_agents, frozen_policy, trainable_policies
+    from llm_marl.train.models import (
+        TINY,
+        check_agents,
+        frozen_policy,
+        prompt_mode_of,
+        trainable_policies,
+    )
     from llm_marl.train.warmup import num_symbols, toy_format_warmup
 
     pc, tc = config.policies, config.trainer
@@ -340,6 +346,8 @@ def _build_policies(config: RunConfig) -> dict[str, Any]:
 
     policies: dict[str, Any] = {}
     by_spec: dict[str, Any] = {}  # one policy per frozen spec (a team of solvers: one model)
+    for spec in set(pc.frozen.values()) - {TINY}:  # one policy per spec: one prompt mode
+        prompt_mode_of(pc, [a for a in agents if pc.frozen.get(a) == spec])
     for j, agent in enumerate(a for a in agents if a in pc.frozen):
         spec = pc.frozen[agent]
         if spec in by_spec:

@@ -66,6 +66,10 @@ Recommended generation settings
 >>> _, rewards, _, _, infos = env.step({"concise": concise, "detailed": detailed})
 >>> round(rewards["concise"], 3), infos["concise"]["guards"]
 (2.84, [])
+
+Reasoning: a completion's ``<think>...</think>`` text is removed before this env reads it
+(``LLMParallelEnv.step``, ``llm_marl.tools.text.strip_thinking``, the one place), so the lexical
+reward, the guards and the judge see only the answer.
 """
 
 from __future__ import annotations

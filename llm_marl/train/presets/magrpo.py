@@ -174,6 +174,10 @@ _CHE: dict[str, Any] = {
         "model": "Qwen/Qwen2.5-Coder-3B",
         "dtype": "bfloat16",
         "format_warmup_steps": 0,
+        # CoMLRL tokenises the formatters' strings with no chat template (MAGRPOTrainer.
+        # _generate_completions: `tokenizer(prompts, ...)`, 1.4.3): each agent's prompt is its
+        # one user message's text.
+        "prompt_mode": "raw",
     },
 }
 

@@ -13,7 +13,12 @@ top-p 0.9, 256 new tokens, learning rate 5e-6 (``agent_learning_rate``), one pro
 val[:1100] (Hugging Face; needs network; offline, pass
 ``--trainer.env_kwargs.dataset tldr --trainer.env_kwargs.split train`` and
 ``--trainer.eval_env_kwargs.split eval``). The reward is the paper's, unguarded
-(``guards: False``). The official trainer updates full weights; add ``--lora`` to fit one small
+(``guards: False``). Prompts are raw text as in the official code (``prompt_mode: raw``: each
+agent's formatter string, ``train_magrpo.py``'s ``summary_agent_formatter`` and siblings,
+tokenised with no chat template), so Qwen3 does not think; with ``--policies.prompt_mode chat``
+add ``--policies.chat_template_kwargs.enable_thinking false`` to keep it from thinking (any
+``<think>`` text is removed before the reward reads a completion either way). The official
+trainer updates full weights; add ``--lora`` to fit one small
 GPU. Values that the released configs do not state are ours and marked so: the greedy
 evaluation, no KL term (none in the config), sequence-mean loss aggregation (as the CoMLRL
 CoopHumanEval preset).
@@ -58,7 +63,14 @@ _OFFICIAL: dict[str, Any] = {
         "scale": "population-std",
         "aggregation": "sequence-mean",  # ours, as the CoopHumanEval preset
     },
-    "policies": {"model": "Qwen/Qwen3-1.7B", "dtype": "bfloat16", "format_warmup_steps": 0},
+    "policies": {
+        "model": "Qwen/Qwen3-1.7B",
+        "dtype": "bfloat16",
+        "format_warmup_steps": 0,
+        # The formatters' strings tokenised with no chat template (train_magrpo.py's
+        # *_agent_formatter -> CoMLRL's `tokenizer(prompts)`): no Qwen3 thinking either.
+        "prompt_mode": "raw",
+    },
 }
 
 MAGRPO_TLDR = preset(
