@@ -120,8 +120,7 @@ def evaluate(
             it to bound the memory of local models and envs).
         seed: base seed of env resets and sampling (problem ``i``'s sample ``g`` of a benchmark
             is reset with ``seed + i * samples + g``).
-        progress: show progress bars: episodes of the whole evaluation, and of the batch
-            being collected.
+        progress: show one progress bar over the episodes of the whole evaluation.
         episodes_path: write one JSON record per episode here as the batches finish
             (:mod:`llm_marl.eval.records`; read back with
             :func:`~llm_marl.eval.records.read_episodes`).
@@ -184,7 +183,7 @@ def evaluate(
                     sampling=per_agent,
                     seed=seed + start * samples,
                     env_kwargs=kwargs or None,
-                    progress=progress,  # episodes within a batch; the bar above counts batches
+                    progress=False,  # the one bar above counts the episodes of every batch
                     raise_if_env_always_fails=True,
                 )
                 batch = [

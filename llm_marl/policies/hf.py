@@ -43,6 +43,7 @@ from llm_marl.policies.base import (
 from llm_marl.policies.chat import ChatTokenizer
 from llm_marl.policies.kv_cache import cache_keyword, growing_cache
 from llm_marl.policies.logprob import chunked_logprobs, full_logits_logprobs, split_lm_head
+from llm_marl.policies.quiet import quiet_transformers
 from llm_marl.tools.files import replace_dir
 
 if TYPE_CHECKING:
@@ -371,9 +372,10 @@ class HFPolicy(ChatTokenPolicy):
             model_path = _existing_path_or_hub_id(model)
             device = device or "cpu"
             try:
-                model = AutoModelForCausalLM.from_pretrained(
-                    model_path, dtype=_resolve_dtype(dtype, device)
-                )
+                with quiet_transformers():  # no "Loading weights" bar from a library call
+                    model = AutoModelForCausalLM.from_pretrained(
+                        model_path, dtype=_resolve_dtype(dtype, device)
+                    )
             except OSError as exc:
                 raise ConfigError(
                     f"could not load a causal LM from {model_path!r}: {exc}. Pass a local "
@@ -841,8 +843,9 @@ class HFPolicy(ChatTokenPolicy):
                         str(tmp / _ADAPTER_FILE),
                     )
                 else:
-                    self.model.save_pretrained(str(tmp))
-                    self.tokenizer.save_pretrained(str(tmp))
+                    with quiet_transformers():  # no "Writing model shards" bar
+                        self.model.save_pretrained(str(tmp))
+                        self.tokenizer.save_pretrained(str(tmp))
             replace_dir(tmp, out)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypedDict
 
+from llm_marl.policies.quiet import quiet_transformers
 from llm_marl.tools.files import replace_dir
 
 TINY_LM_VERSION = 1
@@ -314,8 +315,9 @@ def build_tiny_lm(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        with quiet_transformers():  # no "Writing model shards" bar from a library call
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
         (tmp / ARGS_FILE).write_text(json.dumps(record, indent=2, sort_keys=True))
         if out.exists() and _read_record(out) == record:  # another process finished first
             return str(path)

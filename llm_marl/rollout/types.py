@@ -44,6 +44,12 @@ class Turn:
     the first included: none of them is an independent sample. Token ids and log-probs are the
     shared sample's, exactly as generated."""
 
+    def __repr__(self) -> str:
+        return (
+            f"Turn({self.agent!r}, step={self.step}, text={_clip(self.text)}, "
+            f"prompt={len(self.prompt_ids)} tokens, completion={len(self.completion_ids)} tokens)"
+        )
+
 
 @dataclass
 class Segment:
@@ -91,6 +97,10 @@ class Trajectory:
 
     def __len__(self) -> int:
         return len(self.turns)
+
+    def __repr__(self) -> str:
+        role = "trainable" if self.trainable else "frozen"
+        return f"Trajectory({self.agent!r}, policy={self.policy!r}, {role}, {len(self)} turns)"
 
     def segments(self) -> list[Segment]:
         """The trajectory as contiguous token streams, one :class:`Segment` per stream.
@@ -190,6 +200,19 @@ class Episode:
     """Per agent, the version of the weights its turns were sampled with (set by a
     distributed executor; empty when collected in process, where it is always current)."""
 
+    def __repr__(self) -> str:
+        turns = ", ".join(f"{a}: {len(t)}" for a, t in self.trajectories.items())
+        status = (
+            f"error={_clip(self.error)}"
+            if self.error is not None
+            else ("terminated" if self.terminated else "truncated" if self.truncated else "running")
+        )
+        return (
+            f"Episode(task_id={self.task_id!r}, group_index={self.group_index}, "
+            f"reward={self.total_reward:.4g}, steps={len(self.step_rewards)}, turns={{{turns}}}, "
+            f"{status})"
+        )
+
     @property
     def total_reward(self) -> float:
         return float(sum(self.step_rewards))
@@ -206,3 +229,8 @@ def group_episodes(episodes: list[Episode]) -> list[list[Episode]]:
     for ep in episodes:
         groups.setdefault(ep.group_id or f"{ep.task_index}/", []).append(ep)
     return list(groups.values())
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    """``repr`` of the start of ``text`` (a repr stays one short line whatever the completion)."""
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")

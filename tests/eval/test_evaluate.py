@@ -331,7 +331,9 @@ def test_progress_bar_and_greedy_warning(capsys):
     with pytest.warns(UserWarning, match="greedy decoding for every agent"):
         evaluate("coordination-v0", left_right(), samples=2,
                  sampling=SamplingParams(temperature=0.0), progress=True)  # fmt: skip
-    assert re.search(r"eval: 100%.*10/10", capsys.readouterr().err)
+    err = capsys.readouterr().err
+    assert re.search(r"eval: 100%.*10/10", err)
+    assert "collect" not in err, "one bar: the batches' own collect bars stay hidden"
 
 
 def test_an_episode_that_cannot_start_is_an_error():

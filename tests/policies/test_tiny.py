@@ -186,3 +186,18 @@ def test_chat_template_renders_chatml(tiny_lm_path):
     assert tok.decode(ids) == tok.apply_chat_template(
         conv[:2], tokenize=False, add_generation_prompt=True
     )
+
+
+def test_library_use_prints_no_transformers_progress_bars(tmp_path, capfd):
+    """build_tiny_lm, HFPolicy and its save print no "Loading weights" / "Writing model shards"
+    bars, and transformers' own setting is back as it was afterwards."""
+    from transformers.utils import logging as hf_logging
+
+    from llm_marl.policies.hf import HFPolicy
+
+    hf_logging.enable_progress_bar()
+    policy = HFPolicy(build_tiny_lm(tmp_path / "lm", seed=7), name="quiet")
+    policy.save(tmp_path / "saved")
+    err = capfd.readouterr().err
+    assert "Loading weights" not in err and "Writing model shards" not in err and "%|" not in err
+    assert hf_logging.is_progress_bar_enabled()

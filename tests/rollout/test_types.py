@@ -98,3 +98,22 @@ def test_a_non_finite_sampling_logprob_is_rejected(bad):
         ).segments()
     # Finite ones pass, 0.0 included (a certain token).
     Trajectory("a", "p", True, [_turn(0, [1], [5, 6], [0.0, -30.0])]).segments()
+
+
+def test_reprs_are_one_short_line():
+    """A list of episodes prints readably: no token ids, no whole conversations."""
+    from llm_marl.rollout.types import Episode, Trajectory, Turn
+
+    turn = Turn("a", 0, "x" * 10_000, prompt_ids=list(range(500)), completion_ids=[1] * 30)
+    traj = Trajectory("a", "tiny", trainable=True, turns=[turn, turn])
+    episode = Episode("t/1", 0, 3, {"a": traj}, step_rewards=[0.25, 1.0], terminated=True)
+    assert repr(turn) == (
+        "Turn('a', step=0, text='" + "x" * 37 + "...', prompt=500 tokens, completion=30 tokens)"
+    )
+    assert repr(traj) == "Trajectory('a', policy='tiny', trainable, 2 turns)"
+    assert repr(episode) == (
+        "Episode(task_id='t/1', group_index=3, reward=1.25, steps=2, turns={a: 2}, terminated)"
+    )
+    broken = Episode("t/2", 1, 0, {}, error="sandbox down " * 20)
+    assert repr(broken).endswith("error='sandbox down sandbox down sandbox dow...')")
+    assert max(len(repr(x)) for x in (turn, traj, episode, broken)) < 160
