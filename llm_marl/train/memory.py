@@ -32,6 +32,7 @@ The KV cache of generation and the framework's own buffers are not counted; leav
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,7 @@ __all__ = [
 
 GIB = 1 << 30
 _FP32 = 4
+_RANKS = (1, 2, 4, 8, 16, 32, 64)
 
 _QWEN25_3B = {
     "model_type": "qwen2",
@@ -151,6 +153,9 @@ class PolicyMemory:
     grads: int
     optimizer: int
     activations: int
+    min_ranks: int | None = None
+    """The fewest ranks (1, 2, 4, ... 64) on which it fits the device (``None``: not even 64;
+    frozen policies are not sharded: 1 or ``None``)."""
 
     @property
     def total(self) -> int:
@@ -303,21 +308,22 @@ def plan(config: RunConfig) -> list[PolicyMemory]:
     param_bytes = _dtype_bytes(pol.dtype)
     shape = model_shape(model_config(pol.model), pol.lora_rank if pol.lora else None)
     out = []
+    device = int(pol.device_memory_gib * GIB)
     for name, model in groups:
-        mem = estimate(
-            shape,
-            lora=pol.lora,
-            world_size=pol.world_size,
-            param_bytes=param_bytes,
-            mixed_precision=pol.mixed_precision,
-            activation_checkpointing=pol.gradient_checkpointing,
-            tokens=tokens,
-            reference=reference,
-            adapters=len(trainable) if pol.lora else 1,
-            name=name,
-            model=model,
-        )
-        out.append(mem)
+        settings: dict[str, Any] = {
+            "lora": pol.lora,
+            "param_bytes": param_bytes,
+            "mixed_precision": pol.mixed_precision,
+            "activation_checkpointing": pol.gradient_checkpointing,
+            "tokens": tokens,
+            "reference": reference,
+            "adapters": len(trainable) if pol.lora else 1,
+            "name": name,
+            "model": model,
+        }
+        fitting = (w for w in _RANKS if estimate(shape, world_size=w, **settings).fits(device))
+        mem = estimate(shape, world_size=pol.world_size, **settings)
+        out.append(dataclasses.replace(mem, min_ranks=next(fitting, None)))
     frozen_models: dict[str, list[str]] = {}
     for agent, spec in pol.frozen.items():
         frozen_models.setdefault(spec, []).append(agent)
@@ -332,7 +338,7 @@ def plan(config: RunConfig) -> list[PolicyMemory]:
             name=", ".join(agents),
             model=spec,
         )
-        out.append(frozen)
+        out.append(dataclasses.replace(frozen, min_ranks=1 if frozen.fits(device) else None))
     return out
 
 
@@ -360,18 +366,19 @@ def _agents(config: RunConfig) -> list[str]:
 
 
 def format_plan(rows: list[PolicyMemory], device_gib: float) -> str:
-    """The table ``--dry-run`` prints: GiB per rank and a fits verdict."""
+    """The table ``--dry-run`` prints: GiB per rank, a fits verdict, the fewest ranks that fit."""
     device = int(device_gib * GIB)
     lines = [
         f"memory per rank (GiB), device memory {device_gib:g} GiB:",
         f"{'policy':<24} {'model':<28} {'ranks':>5} {'params':>8} {'grads':>8} "
-        f"{'optim':>8} {'activ':>8} {'total':>8}  fits",
+        f"{'optim':>8} {'activ':>8} {'total':>8}  fits  needs",
     ]
     for r in rows:
         kind = r.name + ("" if r.trainable else " (frozen)")
+        needs = f"{r.min_ranks} device(s)" if r.min_ranks else "more than 64 devices"
         lines.append(
             f"{kind[:24]:<24} {r.model[-28:]:<28} {r.ranks:>5} {r.params / GIB:>8.3f} "
             f"{r.grads / GIB:>8.3f} {r.optimizer / GIB:>8.3f} {r.activations / GIB:>8.3f} "
-            f"{r.total / GIB:>8.3f}  {'yes' if r.fits(device) else 'NO'}"
+            f"{r.total / GIB:>8.3f}  {'yes' if r.fits(device) else 'NO ':<4}  {needs}"
         )
     return "\n".join(lines)

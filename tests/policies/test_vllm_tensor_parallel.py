@@ -46,3 +46,13 @@ def test_more_ranks_than_gpus_are_refused(tiny_lm_path, monkeypatch) -> None:
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(ConfigError, match="needs 2 GPUs; 1 visible"):
         check_tensor_parallel(tiny_lm_path, 2)
+
+
+def test_a_vllm_spec_string_carries_the_size(tiny_lm_path, monkeypatch) -> None:
+    from llm_marl.policies.factory import build_policy
+
+    monkeypatch.setattr(vllm_module, "_import_vllm", lambda: pytest.fail("vLLM imported"))
+    with pytest.raises(ConfigError, match="tensor_parallel_size=3 does not divide"):
+        build_policy(f"vllm:{tiny_lm_path},tensor_parallel_size=3")
+    with pytest.raises(ConfigError, match="not a number"):
+        build_policy(f"vllm:{tiny_lm_path},tensor_parallel_size=two")

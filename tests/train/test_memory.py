@@ -42,7 +42,7 @@ def test_dry_run_of_a_paper_preset_uses_known_shapes_offline(capsys) -> None:
     # 14.77e9 bf16 parameters over 8 ranks (3.44 GiB), plus the gathered root unit
     # (embeddings and untied head, 1.56e9) and two layers (0.33e9 each): 7.57 GiB.
     assert 7.4 < float(row[4]) < 7.8
-    assert row[-1] in ("yes", "NO")
+    assert row[-3] in ("yes", "NO") and row[-1] == "device(s)"
     shape = model_shape(model_config("Qwen/Qwen3-14B"))
     assert 14.7e9 < shape.params < 14.9e9 and shape.layers == 40
 
