@@ -33,12 +33,13 @@ from the same history (:func:`tree_advantages`).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from typing import Literal
 
 from llm_marl.rollout.tree import RolloutTree, TreeNode
-from llm_marl.rollout.types import Episode
+from llm_marl.rollout.types import Episode, Turn
 
 Baseline = Literal["mean", "rloo", "none"]
 Scale = Literal["std", "population-std", "none"]
@@ -256,3 +257,167 @@ def tree_advantages(
         advs = group_advantages([returns[n] for n in group], baseline, scale)
         out.update(zip(group, advs))
     return out
+
+
+# --- The zoo: credit assignment of other multi-agent LLM RL papers, on the same episodes. ---
+
+
+def agent_turn_advantages(
+    group: Sequence[Episode],
+    agents: Sequence[str],
+    gamma: float = 1.0,
+    scale: Scale = "std",
+    reward_fn: RewardFn = step_rewards,
+) -> dict[str, list[list[float]]]:
+    """AT-GRPO's agent- and turn-wise groups (PettingLLMs; Zhao et al., "Stronger Together:
+    On-Policy Reinforcement Learning for Collaborative LLMs", arXiv:2510.11062).
+
+    Every ``(agent, turn index)`` of one task's episodes is a group of its own: agent ``i``'s
+    ``k``-th turns are compared only with each other, ``A = (R - mean) / (std + eps)`` (GRPO's
+    normalisation, ``scale="std"``), where ``R`` is the turn's discounted return. Returns
+    ``agent -> adv[e][k]``. On linear rollouts a group at ``k > 0`` compares turns whose
+    histories differ; PettingLLMs' tree sampling (K candidates per agent per turn from one
+    state) is what makes them share it.
+
+    >>> from llm_marl.rollout.types import Trajectory, Turn
+    >>> def ep(i, r):  # agent "a" acts at steps 0 and 1
+    ...     turns = [Turn("a", 0, "x"), Turn("a", 1, "y")]
+    ...     return Episode("t", 0, i, {"a": Trajectory("a", "p", True, turns)}, [r, 1.0 - r])
+    >>> adv = agent_turn_advantages([ep(0, 1.0), ep(1, 0.0)], ["a"], gamma=0.0, scale="none")
+    >>> adv["a"]
+    [[0.5, -0.5], [-0.5, 0.5]]
+    """
+    return {
+        agent: turn_advantages(group, agent, gamma, "mean", scale, reward_fn) for agent in agents
+    }
+
+
+def per_agent_advantages(
+    group: Sequence[Episode],
+    agent: str,
+    gamma: float = 1.0,
+    scale: Scale = "std",
+    reward_fn: RewardFn = step_rewards,
+) -> list[list[float]]:
+    """Dr. MAS's agent-wise normalisation (Feng et al., "Dr. MAS: Stable Reinforcement
+    Learning for Multi-Agent LLM Systems", 2026; code: github.com/langfengQ/DrMAS).
+
+    The mean and std are the statistics of ``agent``'s own returns: every turn the agent took in
+    the group's episodes, pooled across turns (the release's GRPO with the group id extended by
+    the agent id and ``compute_mean_std_cross_steps``). Each agent is thus normalised by its own
+    reward distribution rather than one statistic over all agents of the group, which is what
+    the paper shows keeps the gradient norms of agents with different reward scales stable.
+    Returns ``adv[e][k]`` for turn ``k`` of episode ``e``. A one-turn group carries no signal
+    (advantage 0, :func:`group_advantages`' rule; verl's code would give it ``R`` itself).
+
+    >>> from llm_marl.rollout.types import Trajectory, Turn
+    >>> def ep(i, rewards):  # agent "a" acts at every step
+    ...     turns = [Turn("a", s, "x") for s in range(len(rewards))]
+    ...     return Episode("t", 0, i, {"a": Trajectory("a", "p", True, turns)}, rewards)
+    >>> adv = per_agent_advantages([ep(0, [1.0, 0.0]), ep(1, [0.0])], "a", 0.0, scale="none")
+    >>> [[round(a, 3) for a in row] for row in adv]  # pooled mean 1/3
+    [[0.667, -0.333], [-0.333]]
+    """
+    returns = [turn_returns(ep, agent, gamma, reward_fn) for ep in group]
+    pooled = group_advantages([r for rs in returns for r in rs], "mean", scale)
+    out: list[list[float]] = []
+    start = 0
+    for rs in returns:
+        out.append(pooled[start : start + len(rs)])
+        start += len(rs)
+    return out
+
+
+class MovingBaseline:
+    """RAE's baseline (SPIRAL: Liu et al., "SPIRAL: Self-Play on Zero-Sum Games Incentivizes
+    Reasoning via Multi-Agent Multi-Turn Reinforcement Learning", arXiv:2506.24119, Algorithm 1;
+    prime-rl's multi-agent envs use the same role-conditioned estimate).
+
+    One exponential moving average per key (``(env, agent)``), starting at 0: each batch moves
+    ``b <- decay * b + (1 - decay) * mean(batch returns of the key)`` and the key's advantages
+    are ``A = R - b`` with the moved ``b``. Its state is part of the algorithm's checkpoint.
+
+    >>> b = MovingBaseline(decay=0.5)
+    >>> b.advantages(("env", "a"), [1.0, 0.0])
+    [0.75, -0.25]
+    >>> b.advantages(("env", "a"), [1.0, 1.0])
+    [0.375, 0.375]
+    """
+
+    def __init__(self, decay: float = 0.95) -> None:
+        if not 0.0 <= decay < 1.0:
+            raise ValueError(f"decay must be in [0, 1), got {decay}")
+        self.decay = decay
+        self.values: dict[tuple[str, str], float] = {}
+
+    def advantages(self, key: tuple[str, str], returns: Sequence[float]) -> list[float]:
+        """Move the key's baseline with this batch's returns; ``R - b`` for each."""
+        r = [float(x) for x in returns]
+        if not r:
+            return []
+        if not all(math.isfinite(x) for x in r):
+            raise ValueError(f"returns must be finite: {r}")
+        b = self.decay * self.values.get(key, 0.0) + (1.0 - self.decay) * sum(r) / len(r)
+        self.values[key] = b
+        return [x - b for x in r]
+
+    def state_dict(self) -> dict[str, list[list[str | float]]]:
+        """The baselines as JSON-friendly rows ``[env, agent, value]``."""
+        return {"values": [[env, agent, v] for (env, agent), v in self.values.items()]}
+
+    def load_state_dict(self, state: dict[str, list[list[str | float]]]) -> None:
+        """Restore :meth:`state_dict`'s rows."""
+        self.values = {(str(e), str(a)): float(v) for e, a, v in state.get("values", [])}
+
+
+def anchor_key(turn: Turn) -> str:
+    """The state a turn acted from, as a string: the exact token prompt when the policy records
+    one, else the observed conversation (text-only policies). Two turns with equal keys acted
+    from identical states (GiGPO's anchor states)."""
+    if turn.prompt_ids:
+        return "ids:" + ",".join(map(str, turn.prompt_ids))
+    return "chat:" + json.dumps(turn.observation, sort_keys=True, default=str)
+
+
+def step_group_advantages(
+    group: Sequence[Episode],
+    agent: str,
+    gamma: float = 0.95,
+    step_weight: float = 1.0,
+    scale: Scale = "none",
+    reward_fn: RewardFn = step_rewards,
+) -> list[list[float]]:
+    """GiGPO's group-in-group advantages (Feng et al., "Group-in-Group Policy Optimization for
+    LLM Agent Training", arXiv:2505.10978; code: verl-agent, ``gigpo/core_gigpo.py``).
+
+    * Episode level (Eq. 3): ``A^E = R_e - mean(R)`` over the group's episode totals.
+    * Step level (Eqs. 5-7): the turns of ``agent`` across the group's episodes are clustered by
+      identical anchor state (:func:`anchor_key`); each turn's discounted return-to-go
+      (``gamma``, the release's default 0.95) is compared with its cluster's mean.
+    * Combined (Eq. 8): ``A = A^E + step_weight * A^S``.
+
+    ``scale="none"`` is the release's default ``mode="mean_norm"``; ``"std"`` its
+    ``mean_std_norm``. A cluster of one turn has ``A^S = 0``, as in the release; a group of one
+    episode has ``A^E = 0`` (the release would keep ``R``). Returns ``adv[e][k]``.
+
+    >>> from llm_marl.rollout.types import Trajectory, Turn
+    >>> def ep(i, rewards, states):
+    ...     turns = [Turn("a", s, "x", observation=[{"content": o}]) for s, o in enumerate(states)]
+    ...     return Episode("t", 0, i, {"a": Trajectory("a", "p", True, turns)}, rewards)
+    >>> group = [ep(0, [0.0, 1.0], ["s", "u"]), ep(1, [0.0, 0.0], ["s", "u"])]
+    >>> step_group_advantages(group, "a", gamma=1.0)
+    [[1.0, 1.0], [-1.0, -1.0]]
+    """
+    totals = [sum(reward_fn(ep)) for ep in group]
+    episode_adv = group_advantages(totals, "mean", scale)
+    returns = [turn_returns(ep, agent, gamma, reward_fn) for ep in group]
+    clusters: dict[str, list[tuple[int, int]]] = {}
+    for e, ep in enumerate(group):
+        for k, turn in enumerate(ep.trajectories[agent].turns):
+            clusters.setdefault(anchor_key(turn), []).append((e, k))
+    step_adv: list[list[float]] = [[0.0] * len(r) for r in returns]
+    for members in clusters.values():
+        advs = group_advantages([returns[e][k] for e, k in members], "mean", scale)
+        for (e, k), a in zip(members, advs):
+            step_adv[e][k] = a
+    return [[episode_adv[e] + step_weight * a for a in step_adv[e]] for e in range(len(group))]
