@@ -40,11 +40,13 @@ examples:
   llm-marl train --help                           every training option, with its value
   llm-marl eval --help                            benchmarks, pass@k, policy specs
   llm-marl env                                    versions to paste into a bug report
+  llm-marl bench algos --env coordination-v0 --algos magrpo,at-grpo --seeds 0,1
+                                                  compare algorithms: table + curves
 
 Add --debug to any command to see the full traceback of an error."""
 
 
-COMMANDS = ("list", "play", "train", "eval", "env")
+COMMANDS = ("list", "play", "train", "eval", "env", "bench")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -101,6 +103,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "eval", help="evaluate a team on benchmarks (llm-marl eval --help)", add_help=False
     )
+    sub.add_parser(
+        "bench",
+        help="compare algorithms on one env (llm-marl bench algos --help)",
+        add_help=False,
+    )
     return parser
 
 
@@ -113,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prog = f"llm-marl {argv[0]}" if argv and argv[0] in COMMANDS else "llm-marl"
     try:
         # train/eval hand the rest of the line to their own parsers.
-        if argv and argv[0] in ("train", "eval"):
+        if argv and argv[0] in ("train", "eval", "bench"):
             return _delegate(argv[0], argv[1:])
         args = _parser().parse_args(argv)
         if args.command == "list":
@@ -207,6 +214,10 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _delegate(command: str, rest: list[str]) -> int:
+    if command == "bench":
+        from llm_marl.train.bench import main as bench_main
+
+        return bench_main(rest)
     if command == "train":
         from llm_marl.train.cli import main as train_main
 

@@ -7,6 +7,8 @@
 * :class:`MAGRPO` — every trainable agent, joint reward, centralised group baseline.
 * :class:`AgentPO` — GRPO on one trainable collaborator beside frozen agents.
 * :class:`MATPO` — one policy playing planner and workers (design; lands with web search).
+* The zoo (:mod:`~llm_marl.algos.zoo`): :class:`ATGRPO`, :class:`DrMAS`, :class:`RAE`,
+  :class:`GiGPO` — other papers' credit assignment with the same rollouts and losses.
 
 The building blocks, each in its own module: :mod:`~llm_marl.algos.advantages` (group
 baselines, discounted returns, returns and sibling baselines on rollout trees), :mod:`~llm_marl.algos.samples` (token streams with per-token
@@ -37,8 +39,26 @@ from llm_marl.algos.registry import (
 )
 from llm_marl.algos.samples import Sample, trajectory_samples
 from llm_marl.algos.update import PGConfig, make_optimizer, nll_update, policy_gradient_update
+from llm_marl.algos.zoo import (
+    ATGRPO,
+    RAE,
+    ATGRPOConfig,
+    DrMAS,
+    DrMASConfig,
+    GiGPO,
+    GiGPOConfig,
+    RAEConfig,
+)
 
 __all__ = [
+    "ATGRPO",
+    "RAE",
+    "ATGRPOConfig",
+    "DrMAS",
+    "DrMASConfig",
+    "GiGPO",
+    "GiGPOConfig",
+    "RAEConfig",
     "MAGRPO",
     "MATPO",
     "AgentPO",

@@ -65,7 +65,7 @@ class RunConfig:
     """Everything a training run is: the algorithm, the loop, its hyperparameters, the models."""
 
     algo: str = "magrpo"
-    """The algorithm (a registered name: magrpo, agentpo, matpo)."""
+    """The algorithm (a registered name: ``llm-marl train --help`` lists them)."""
     preset: str | None = None
     """The preset the run started from (a record: its values are in the sections below)."""
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

@@ -12,6 +12,8 @@ then command-line flags); ``llm-marl train --help`` lists the presets of each al
 * :mod:`~llm_marl.train.presets.agentpo` — AgentPO-GRPO: the toy referential game, the
   paper's math hint / critic topologies, and the team topologies (the release's debate run,
   our role assignment).
+* :mod:`~llm_marl.train.presets.zoo` — AT-GRPO, Dr. MAS, RAE, GiGPO: MAGRPO's toy and generic
+  presets, so that they compare on equal terms.
 * :mod:`~llm_marl.train.presets.matpo` — MATPO: the offline toy delegation game, and the
   paper's planner-worker web search.
 
@@ -189,4 +191,4 @@ def auto_preset(algo: str, env: str | None) -> Preset | None:
 
 def _load_builtin() -> None:
     """Register the presets shipped with llm_marl (once; the modules register on import)."""
-    from llm_marl.train.presets import agentpo, magrpo, magrpo_writing, matpo  # noqa: F401
+    from llm_marl.train.presets import agentpo, magrpo, magrpo_writing, matpo, zoo  # noqa: F401

@@ -277,3 +277,19 @@ TOY_ROUNDS = preset(
     },
     defaults=(_RUN, _TOY),
 )
+
+# toy-rounds played as linear rollouts (issue 27's algorithm comparison): group size 10 gives
+# each task as many joint actions per step as the 4-way tree (10 episodes x 2 rounds = 4 + 16);
+# the module docstring's "linear rollout" figures are this preset's. The zoo's algorithms have
+# a preset of the same name (llm_marl.train.presets.zoo), so `llm-marl bench algos --preset
+# toy-rounds-linear` compares them on equal terms.
+TOY_ROUNDS_LINEAR = preset(
+    "magrpo",
+    "toy-rounds-linear",
+    "toy-rounds with linear rollouts (group size 10): the zoo comparison's MAGRPO",
+    {
+        "trainer": {**TOY_ROUNDS.values["trainer"], "group_size": 10},
+        "algorithm": {**TOY_ROUNDS.values["algorithm"], "rollout": "linear"},
+        "policies": dict(TOY_ROUNDS.values["policies"]),
+    },
+)
