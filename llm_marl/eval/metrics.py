@@ -128,8 +128,45 @@ def benchmark_scores(
     out["components"] = {
         n: _mean(r.get("components", {}).get(n, 0.0) for r in scored) for n in names
     }
+    out["cost"] = record_costs(scored)
     if extra is not None:
         out.update(extra(scored))
+    return out
+
+
+_SPEND_KEYS = ("calls", "prompt_tokens", "completion_tokens", "seconds")
+
+
+def record_costs(records: Sequence[Record]) -> dict[str, dict[str, float | None]]:
+    """Per agent and for the team (``"team"``), the mean over ``records`` of what an episode
+    spent: ``calls``, ``tokens``, ``prompt_tokens``, ``completion_tokens``, ``seconds`` and
+    ``cost`` (``None`` unless a turn was priced). Reads each turn's spend fields
+    (:func:`llm_marl.eval.records.turn_spend`); records without them count zero."""
+    if not records:
+        return {}
+    totals: dict[str, dict[str, float | None]] = {}
+    for r in records:
+        for agent, turns in r.get("turns", {}).items():
+            total = totals.setdefault(agent, {**dict.fromkeys(_SPEND_KEYS, 0.0), "cost": None})
+            for t in turns:
+                for key in _SPEND_KEYS:
+                    value = t.get(key)
+                    if isinstance(value, (int, float)):
+                        total[key] = (total[key] or 0.0) + float(value)
+                if isinstance(t.get("cost"), (int, float)):
+                    total["cost"] = (total["cost"] or 0.0) + float(t["cost"])
+    n = len(records)
+    out: dict[str, dict[str, float | None]] = {}
+    team: dict[str, float | None] = {**dict.fromkeys(_SPEND_KEYS, 0.0), "cost": None}
+    for agent, total in totals.items():
+        mean = {k: None if v is None else v / n for k, v in total.items()}
+        mean["tokens"] = (mean["prompt_tokens"] or 0.0) + (mean["completion_tokens"] or 0.0)
+        out[agent] = mean
+        for key in (*_SPEND_KEYS, "cost"):
+            if mean[key] is not None:
+                team[key] = (team[key] or 0.0) + float(mean[key] or 0.0)
+    team["tokens"] = (team["prompt_tokens"] or 0.0) + (team["completion_tokens"] or 0.0)
+    out["team"] = team
     return out
 
 

@@ -6,7 +6,9 @@ A record holds everything needed to rescore and to read an episode::
      "task_index": 0, "sample": 3, "reward": 2.1, "step_rewards": [2.1],
      "components": {"main_defined": 0.6, ...}, "success": true, "error": null,
      "terminated": true, "truncated": false,
-     "turns": {"coder": [{"step": 0, "text": "def ...", "finish_reason": "stop"}]},
+     "turns": {"coder": [{"step": 0, "text": "def ...", "finish_reason": "stop",
+                          "calls": 1.0, "prompt_tokens": 212.0, "completion_tokens": 87.0,
+                          "seconds": 0.41, "cost": null}]},
      "infos": {"coder": {"tests_passed": 7, ...}}}
 
 ``task_index`` numbers the benchmark's problems (samples of one problem share it); ``sample``
@@ -14,7 +16,8 @@ is the sample's index among them. ``reward`` is the episode's total (undiscounte
 ``components`` are those of the final step. ``success`` is the env's verdict (None when it
 reports none) and ``error`` the infrastructure failure that voided the episode (None when it
 ran). ``turns`` are every agent's completions, in order, with the env step each was made in.
-``infos`` are the agents' final infos, minus what the record already holds (values that are
+Each turn also carries its share of what was spent (:func:`turn_spend`: calls, tokens,
+seconds, cost). ``infos`` are the agents' final infos, minus what the record already holds (values that are
 not JSON become their ``repr``). Families add top-level fields of their own (math: ``answer``,
 ``reference``, ``correct``).
 """
@@ -30,7 +33,8 @@ from typing import Any
 
 from llm_marl.errors import DataError
 from llm_marl.eval.metrics import Record
-from llm_marl.rollout.types import Episode
+from llm_marl.rollout.cost import turn_cost
+from llm_marl.rollout.types import Episode, Turn
 from llm_marl.tools.jsonl import iter_objects
 from llm_marl.tools.text import scrub_surrogates
 
@@ -72,7 +76,12 @@ def episode_record(
         "truncated": episode.truncated,
         "turns": {
             agent: [
-                {"step": t.step, "text": t.text, "finish_reason": t.finish_reason}
+                {
+                    "step": t.step,
+                    "text": t.text,
+                    "finish_reason": t.finish_reason,
+                    **turn_spend(t),
+                }
                 for t in traj.turns
             ]
             for agent, traj in episode.trajectories.items()
@@ -85,6 +94,19 @@ def episode_record(
     if extra:
         record.update({k: jsonable(v) for k, v in extra.items()})
     return record
+
+
+def turn_spend(turn: Turn) -> dict[str, Any]:
+    """A turn's share of what was spent (:func:`~llm_marl.rollout.cost.turn_cost`), as record
+    fields: ``calls``, ``prompt_tokens``, ``completion_tokens``, ``seconds``, ``cost``."""
+    cost = turn_cost(turn)
+    return {
+        "calls": cost.calls,
+        "prompt_tokens": cost.prompt_tokens,
+        "completion_tokens": cost.completion_tokens,
+        "seconds": cost.seconds,
+        "cost": cost.cost,
+    }
 
 
 def jsonable(value: Any) -> Any:

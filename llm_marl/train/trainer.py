@@ -31,6 +31,7 @@ from llm_marl.errors import TrainingError
 from llm_marl.policies.base import Policy, SamplingParams, per_agent_sampling
 from llm_marl.rollout import collect
 from llm_marl.rollout.collect import check_policies, check_share_frozen
+from llm_marl.rollout.cost import cost_metrics
 from llm_marl.rollout.tree import as_episodes
 from llm_marl.rollout.types import Episode
 from llm_marl.train.logging import ConsoleTable
@@ -517,7 +518,8 @@ class Trainer:
 
 
 def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Mean team reward, its components, and counts over episodes (errored ones excluded)."""
+    """Mean team reward, its components, counts, and every agent's spend per episode
+    (:func:`~llm_marl.rollout.cost.cost_metrics`) over episodes (errored ones excluded)."""
     import numpy as np
 
     ok = [ep for ep in episodes if ep.ok]
@@ -543,6 +545,9 @@ def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     ]
     if lengths:
         out["completion_tokens"] = float(np.mean(lengths))
+    # What each agent (frozen ones too) and the team spent per episode: tokens, calls, seconds,
+    # and cost where a policy has a price table.
+    out.update(cost_metrics(ok))
     return out
 
 
