@@ -108,8 +108,10 @@ def _overrides(
 
 def _preset_name(algo: str, preset: str | None, env: str) -> str:
     """The preset of one bench run: the named one, or the algorithm's automatic one for env."""
+    from llm_marl.algos.registry import get_algorithm
     from llm_marl.train.presets import auto_preset
 
+    get_algorithm(algo)  # an unknown name: the registry's error, naming the choices
     if preset is not None:
         return preset
     chosen = auto_preset(algo, env)

@@ -1,0 +1,67 @@
+"""The zoo's algorithms are selectable by name and compose with the existing losses; RAE's
+baselines are checkpointed."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_marl.algos import RAE, DrMASConfig, GiGPO, GiGPOConfig, RAEConfig
+from llm_marl.algos.registry import algorithm_names, get_algorithm
+from llm_marl.errors import ConfigError
+from llm_marl.train.run import parse_run_config
+
+from .helpers import single_turn_episode
+
+
+def test_every_algorithm_is_registered_by_name():
+    names = algorithm_names()
+    for name in ("magrpo", "agentpo", "matpo", "at-grpo", "drmas", "rae", "gigpo"):
+        assert name in names
+    assert get_algorithm("drmas").config is DrMASConfig
+    with pytest.raises(ConfigError, match="at-grpo"):
+        get_algorithm("atgrpo")
+
+
+def test_a_zoo_algorithm_from_the_command_line_with_another_loss():
+    config = parse_run_config(
+        [
+            "--algo",
+            "gigpo",
+            "--preset",
+            "toy-rounds-linear",
+            "--algorithm.step_weight",
+            "0.5",
+            "--algorithm.loss",
+            "policy-gradient",
+            "--algorithm.aggregation",
+            "sequence-sum",
+            "--algorithm.kl_coef",
+            "0",
+        ]
+    )
+    assert isinstance(config.algorithm, GiGPOConfig)
+    assert (config.algorithm.step_weight, config.algorithm.loss) == (0.5, "policy-gradient")
+    assert config.trainer.group_size == 10 and config.trainer.env_kwargs["num_rounds"] == 2
+    assert isinstance(get_algorithm("gigpo").build(config.algorithm), GiGPO)
+    # Every zoo algorithm has MAGRPO's toy preset, chosen automatically for its env.
+    for name in ("at-grpo", "drmas", "rae", "gigpo"):
+        assert parse_run_config(["--algo", name]).preset == "toy-coordination"
+    with pytest.raises(ConfigError, match="decay"):
+        parse_run_config(["--algo", "rae", "--algorithm.decay", "1.0"])
+
+
+def test_rae_keeps_one_baseline_per_env_and_agent_across_a_checkpoint(bigram):
+    algo = RAE(RAEConfig(decay=0.5))
+    algo.setup({"a": bigram, "b": bigram}, {})
+    algo.env_key = "coordination-v0"
+    batch = [single_turn_episode(0, g, r) for g, r in enumerate([1.0, 0.0])]
+    samples = algo.build_samples(batch)
+    # b = 0.5 * 0 + 0.5 * mean(1, 0) = 0.25, for each agent: advantages 0.75 and -0.25.
+    assert [s.advantages for s in samples["a+b"]] == [[0.75], [-0.25], [0.75], [-0.25]]
+    resumed = RAE(RAEConfig(decay=0.5))
+    resumed.setup({"a": bigram, "b": bigram}, {})
+    resumed.load_state_dict(algo.state_dict())
+    assert resumed.baseline.values == {
+        ("coordination-v0", "a"): 0.25,
+        ("coordination-v0", "b"): 0.25,
+    }
