@@ -11,7 +11,8 @@ Roles
 Observation
     Each agent's own conversation: its role prompt with the problem (a function stub with a
     docstring), then, in multi-round mode, feedback after each round. An agent never sees its
-    partner's code nor any scoring test (Dec-POMDP); with ``feedback="expert"`` the expert
+    partner's code (Dec-POMDP) nor a test other than the feedback tests (which also score by
+    default, as in the official code; never with ``feedback_tests="held-out"``); with ``feedback="expert"`` the expert
     reads the whole program, so its edits may reflect the partner's code.
 Action
     Any text; the code is read out of it (Markdown fences, ``<think>`` blocks and prose are
@@ -49,19 +50,30 @@ Multi-round (``num_rounds > 1``)
     :mod:`llm_marl.envs.base`). After every round except the last, each agent reads feedback on
     the joint program: whether its own and its partner's functions are defined, its own syntax
     errors, a runtime error raised while loading the program, and the feedback tests that failed
-    with their errors. The test units are split once per task (seeded by the task id):
-    ``feedback_fraction`` of them (default 0.25, at least one) are feedback tests, the others
-    score. Scoring tests are never shown, and the feedback tests run as a sandbox job of their
+    with their errors. Which units give feedback (``feedback_tests=``):
+
+    ``"first"`` (default, the official code's): the first ``feedback_first`` units of ``check``
+    (default 1: CoMLRL's ``external.sandbox_slice: 1`` in LLM_Collab_Code_Generation; 0: all)
+    are feedback tests, and **every unit scores**, the shown ones included, as the official
+    reward does.
+    ``"held-out"`` (ours, for unseen tests): the units are split once per task (seeded by the
+    task id): ``feedback_fraction`` of them (default 0.25, at least one) are feedback tests,
+    the others score and are never shown, and the feedback tests run as a sandbox job of their
     own, so a program that remembers its inputs cannot print a scoring test's input into the
-    feedback (a feedback test that needs a call made for a scoring test is not run). Every round
-    is rewarded on the scoring tests (MAGRPO trains on per-step returns). With ``num_rounds == 1`` all units score.
+    feedback (a feedback test that needs a call made for a scoring test is not run). What it
+    changes: a quarter of each task's units stop scoring (18 of the 87 units of the
+    CoopHumanEval eval split, 37 of HumanEval's 139), so scores are not comparable with the
+    paper's. Passing ``feedback_fraction`` alone picks it.
+
+    Every round is rewarded on the scoring tests (MAGRPO trains on per-step returns). With
+    ``num_rounds == 1`` there is no feedback and all units score.
 Expert feedback (``feedback="expert"``, ``expert=``)
     Instead of the env's report, an external model's edits, as in the reference code's
     ``expert_edits`` mode (details and sources in :mod:`~llm_marl.envs.coding.expert`). After
     every round but the last, ``expert`` (any callable ``conversation -> reply text``; any frozen
     policy through :class:`llm_marl.rollout.judges.CodeExpert`) is shown the problem, the program
     as it ran, each agent's syntax error, the program's load or run error, and the feedback
-    tests that failed with their errors; never a scoring test, its source or its output. It
+    tests that failed with their errors; never another test, its source or its output. It
     replies with one JSON object, ``{"aux": ..., "main": ...}`` (``{"main": ...}`` for one
     coder), and **each agent reads its own edit** (the helper ``aux``, the main agent and the
     coder ``main``), as in the reference code, cut to 4,000 characters (only the first 16,000
@@ -135,6 +147,8 @@ if TYPE_CHECKING:
 
 AUX = prompts.AUX_NAME
 DEFAULT_FEEDBACK_FRACTION = 0.25
+FEEDBACK_TESTS = ("first", "held-out")
+"""Which test units give feedback between rounds (see the module docstring)."""
 FEEDBACK = ("tests", "expert")
 """Feedback modes (``feedback=``): the env's test report, or an expert's edits."""
 ENV_NAMES = {"coophumaneval": "coop_humaneval", "humaneval": "humaneval", "mbpp": "mbpp"}
@@ -175,8 +189,14 @@ class CodeCollabEnv(LLMParallelEnv):
             else the process sandbox), ``"docker"``, ``"process"``, or a Sandbox instance (owned
             by the caller; :meth:`close` leaves it running).
         reward: a :class:`~llm_marl.envs.coding.rewards.CodeRewardConfig` or a dict of weights.
-        feedback_fraction: share of each task's test units shown as feedback in multi-round mode
-            (default 0.25 when ``num_rounds > 1``, else 0: every unit scores).
+        feedback_tests: ``"first"`` (the first ``feedback_first`` units give feedback, every
+            unit scores: the official code's) or ``"held-out"`` (a ``feedback_fraction`` of the
+            units gives feedback and does not score). Default: ``"held-out"`` when
+            ``feedback_fraction`` is given, else ``"first"``. Multi-round only.
+        feedback_first: with ``feedback_tests="first"``: how many of the first units give
+            feedback (default 1, CoMLRL's ``sandbox_slice``; 0: all).
+        feedback_fraction: with ``feedback_tests="held-out"``: share of each task's test units
+            shown as feedback and left out of scoring (default 0.25 when ``num_rounds > 1``).
         feedback: what agents read between rounds: ``"tests"`` (default: the env's report on
             the feedback tests) or ``"expert"`` (each agent's edit from ``expert``, who reads
             the problem, the program and the failing feedback tests; see
@@ -219,6 +239,8 @@ class CodeCollabEnv(LLMParallelEnv):
         reward: CodeRewardConfig | dict[str, Any] | None = None,
         feedback_fraction: float | None = None,
         score_on: str = "all",
+        feedback_tests: str | None = None,
+        feedback_first: int = 1,
         isolate_main: bool = True,
         timeout: float = 10.0,
         feedback: str = "tests",
@@ -230,6 +252,19 @@ class CodeCollabEnv(LLMParallelEnv):
             raise ValueError(f"unknown benchmark {benchmark!r}; choose one of {sorted(ENV_NAMES)}")
         if not isinstance(num_rounds, int) or num_rounds < 1:
             raise ValueError(f"num_rounds must be an int >= 1, got {num_rounds!r}")
+        if feedback_tests is None:
+            feedback_tests = "first" if feedback_fraction is None else "held-out"
+        if feedback_tests not in FEEDBACK_TESTS:
+            raise ValueError(
+                f"feedback_tests must be one of {FEEDBACK_TESTS}, got {feedback_tests!r}"
+            )
+        if feedback_tests == "first" and feedback_fraction is not None:
+            raise ValueError(
+                "feedback_fraction applies to feedback_tests='held-out' only; with 'first' every "
+                "unit scores and feedback_first says how many are shown"
+            )
+        if not isinstance(feedback_first, int) or feedback_first < 0:
+            raise ValueError(f"feedback_first must be an int >= 0, got {feedback_first!r}")
         if feedback_fraction is None:
             feedback_fraction = 0.0 if num_rounds == 1 else DEFAULT_FEEDBACK_FRACTION
         if not 0.0 <= float(feedback_fraction) < 1.0:
@@ -261,6 +296,8 @@ class CodeCollabEnv(LLMParallelEnv):
         self.benchmark = benchmark
         self.num_rounds = num_rounds
         self.feedback_fraction = float(feedback_fraction)
+        self.feedback_tests = feedback_tests
+        self.feedback_first = feedback_first
         self.score_on = score_on
         self.isolate_main = bool(isolate_main)
         self.timeout = float(timeout)
@@ -425,8 +462,9 @@ class CodeCollabEnv(LLMParallelEnv):
             task["entry_point"],
             task["prompt"],
             str(task["task_id"]),
-            self.feedback_fraction,
+            self.feedback_fraction if self.feedback_tests == "held-out" else 0.0,
             self.score_on,
+            self.feedback_first if self.feedback_tests == "first" and self.num_rounds > 1 else None,
         )
 
     def _check_task(self, task: Task) -> None:

@@ -13,8 +13,9 @@ What the expert is shown (:func:`expert_request`)
     One user message: the reference code's instructions, verbatim (:func:`instructions`), with
     the problem and the combined program as it ran, then what happened when it ran: each
     agent's syntax error or unread answer, the program's load or run error, and the *feedback*
-    tests that failed with their errors. The expert never receives a scoring test, its source
-    or its output: the env builds the request from the feedback units only, whatever the
+    tests that failed with their errors. The expert never receives another test, its source
+    or its output (a scoring test of the held-out split never; by default the feedback units
+    also score, as in the official code): the env builds the request from the feedback units only, whatever the
     expert is or how it is set up. (The reference instructions ask for edits "that would help
     pass the provided unit tests" but show the expert none; showing the feedback tests is
     ours. With ``feedback_fraction=0`` the expert sees no test result, only the code and its

@@ -3,7 +3,7 @@
 The semantics follow the MAGRPO code setting: the helper writes ``aux`` for the problem, the main
 agent writes the entry point and may call ``aux`` but does not see it and must not redefine it;
 neither sees the other's code. Feedback (multi-turn) reports on the *joint* program — syntax,
-the feedback tests and runtime errors — but never shows the partner's code or a scoring test.
+the feedback tests and runtime errors — but never shows the partner's code or another test.
 """
 
 from __future__ import annotations

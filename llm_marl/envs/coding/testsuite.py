@@ -19,8 +19,10 @@ Shown units (``score_on``)
     hard-coding the prompt's examples earns nothing; a task whose every unit is shown then
     scores on all of them (``TaskTests.scored_on`` says which).
 Feedback and scoring units
-    In multi-turn episodes some units are shown to the agents as feedback; the others score the
-    answer and are never shown. The feedback units run as a job of their own
+    In multi-turn episodes some units are shown to the agents as feedback. By default (the
+    official code's way, ``shown_first``) they are the first units of ``check`` and *every*
+    unit still scores, the shown ones included. With a held-out split (``feedback_fraction``)
+    the feedback units score nothing and the scoring units are never shown. The feedback units run as a job of their own
     (:attr:`TaskTests.feedback_suite`, see :meth:`~llm_marl.tools.sandbox.TestSuite.subset`),
     so a program that remembers its inputs cannot print a scoring unit's input into the
     feedback. :func:`split_units` draws the feedback units with a RNG seeded by
@@ -123,14 +125,24 @@ def task_tests(
     task_id: str,
     feedback_fraction: float,
     score_on: str,
+    shown_first: int | None = None,
 ) -> TaskTests:
-    """Suite, shown units and feedback/scoring split of a task (cached: env copies share it)."""
+    """Suite, shown units and feedback/scoring split of a task (cached: env copies share it).
+
+    ``shown_first`` (the official way): the first ``shown_first`` units (0: all of them) give
+    feedback and every unit scores; ``feedback_fraction`` is then unused. ``None``: the units
+    are split by :func:`split_units` (feedback units do not score).
+    """
     if score_on not in SCORE_ON:
         raise ValueError(f"score_on must be one of {SCORE_ON}, got {score_on!r}")
     suite = build_suite(test, entry_point, prompt)
     shown = shown_units(suite.tests, _check_param(test), entry_point, prompt)
     prefer = [i for i, s in enumerate(shown) if s] if score_on == "hidden" else []
-    feedback, remaining = split_units(len(suite.tests), feedback_fraction, task_id, prefer)
+    n = len(suite.tests)
+    if shown_first is not None:
+        feedback, remaining = list(range(min(shown_first or n, n))), list(range(n))
+    else:
+        feedback, remaining = split_units(n, feedback_fraction, task_id, prefer)
     scored_on = score_on
     scoring = [i for i in remaining if not (score_on == "hidden" and shown[i])]
     if not scoring:  # every unit is in the prompt (or feedback): score on all that are left

@@ -177,7 +177,7 @@ def test_runtime_errors_and_timeouts_fail_tests_without_infra_error(sandbox):
 
 
 def test_multi_turn_feedback_never_shows_scoring_tests(sandbox):
-    env = _sample_env(sandbox, num_rounds=3)
+    env = _sample_env(sandbox, num_rounds=3, feedback_tests="held-out")  # the option
     task = env.tasks[0]
     feedback_tests, scoring_tests = env.unwrapped.test_split(task)
     assert len(feedback_tests) == 2 and len(scoring_tests) == 4
