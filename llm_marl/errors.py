@@ -60,5 +60,10 @@ class TrainingError(LLMMarlError, RuntimeError):
     gradient norm). The message names the agent and the step."""
 
 
+class DiskFullError(CheckpointError):
+    """A write of a run found no space left on its device. The message names the file and the
+    newest intact checkpoint (a checkpoint error: what the run can resume from is the point)."""
+
+
 class ConfigError(LLMMarlError, ValueError):
     """A configuration value (command line, YAML/JSON file, dataclass field) is invalid."""

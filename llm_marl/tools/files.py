@@ -6,12 +6,36 @@ Writers build the new version in a sibling temporary directory (same file system
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["replace_dir"]
+__all__ = ["NO_SPACE", "no_space", "replace_dir"]
+
+NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""The errnos of a full disk (or an exhausted quota)."""
+_NO_SPACE_WORDS = ("no space left on device", "disk quota exceeded", "os error 28")
+
+
+def no_space(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) reports a full disk.
+
+    An ``OSError`` says so by its errno; libraries that write outside Python's file objects
+    (safetensors, torch's path-based writer) wrap it in their own exception and keep only the
+    OS message, which is matched too.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in NO_SPACE:
+            return True
+        if any(word in str(current).lower() for word in _NO_SPACE_WORDS):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def replace_dir(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:

@@ -34,12 +34,12 @@ are kept apart:
   state). That is a configuration mistake, not damage: the error says what differs and no
   checkpoint is renamed or deleted, so the corrected run resumes from it.
 
-A full disk while saving raises a :class:`CheckpointError` that says "no space left" and where.
+A full disk while saving raises a :class:`~llm_marl.errors.DiskFullError` (a
+:class:`CheckpointError`) in one line naming the file and the newest intact checkpoint.
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import math
@@ -53,8 +53,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from llm_marl.errors import CheckpointError, ConfigError
-from llm_marl.tools.files import replace_dir
+from llm_marl.errors import CheckpointError, ConfigError, DiskFullError
+from llm_marl.tools.files import no_space, replace_dir
 
 CHECKPOINT_DIR = "checkpoints"
 LATEST = "latest"
@@ -68,7 +68,6 @@ FILES = "files"
 CHECKSUMS = "sha256"
 """trainer.json's map of every other file of the checkpoint to its SHA-256 (hex)."""
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 
 
 def policy_keys(policies: Mapping[str, Any]) -> dict[str, str]:
@@ -139,30 +138,47 @@ def save_checkpoint(
 ) -> Path:
     """Write checkpoint ``step`` atomically; keep only the newest ``keep`` (None: all).
 
-    Raises :class:`CheckpointError` when the disk is full (the previous checkpoint is intact).
+    Raises :class:`~llm_marl.errors.DiskFullError` when the disk is full, naming the file and
+    the newest intact checkpoint (the previous one: the new one is never half-published).
     """
     root = Path(output_dir) / CHECKPOINT_DIR
     name = f"step-{step:06d}"
+    writing = [root / name]  # the file being written, for the error
     try:
         root.mkdir(parents=True, exist_ok=True)
         remove_torn(root)
-        final = _save(root, name, step, policies, algorithm_state, extra)
+        final = _save(root, name, step, policies, algorithm_state, extra, writing)
+        writing[0] = root / LATEST
         _write_text(root / LATEST, name)
-    except OSError as exc:
-        if exc.errno in _NO_SPACE:
-            previous = latest_checkpoint(output_dir)
-            kept = f"; {previous} is intact" if previous is not None else ""
-            raise CheckpointError(
-                f"no space left on the device of {root} while writing checkpoint {name} "
-                f"({exc.filename or exc}){kept}. Free space there, or pass another output_dir "
-                "and resume from the copied checkpoint."
-            ) from exc
+    except Exception as exc:
+        if no_space(exc):
+            raise disk_full(writing[0], output_dir) from exc
         raise
     if keep is not None:
         for old in sorted(_complete(root), key=_step_of)[:-keep]:
             if old.name != name:
                 shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def disk_full(file: str | os.PathLike[str], output_dir: str | os.PathLike[str]) -> DiskFullError:
+    """The one-line error of a full disk while writing ``file`` of the run in ``output_dir``."""
+    latest = latest_checkpoint(output_dir)
+    kept = (
+        f"the newest intact checkpoint is {latest}; free space and resume with --resume"
+        if latest is not None
+        else "there is no checkpoint yet; free space and start again"
+    )
+    return DiskFullError(f"no space left on the device writing {file}: {kept}")
+
+
+def _torch_save(obj: Any, path: Path) -> None:
+    """``torch.save`` through a Python file: a full disk is then an ``OSError`` (ENOSPC), not
+    torch's ``RuntimeError: [enforce fail at inline_container.cc]``."""
+    import torch
+
+    with open(path, "wb") as f:
+        torch.save(obj, f)
 
 
 def _save(
@@ -172,9 +188,8 @@ def _save(
     policies: Mapping[str, Any],
     algorithm_state: Mapping[str, Any],
     extra: Mapping[str, Any] | None,
+    writing: list[Path],
 ) -> Path:
-    import torch
-
     final = root / name
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
     try:
@@ -183,17 +198,21 @@ def _save(
         for agent, key in keys.items():
             if key not in saved:
                 policy = policies[agent]
+                writing[0] = final / "policies" / key
                 policy.save(str(tmp / "policies" / key))
                 reference = getattr(policy, "reference_model", None)
                 if reference is not None:
                     from safetensors.torch import save_model
 
                     (tmp / REFERENCES).mkdir(exist_ok=True)
+                    writing[0] = final / REFERENCES / f"{key}.safetensors"
                     # save_model (not save_file) handles tied weights (shared tensors).
                     save_model(reference, str(tmp / REFERENCES / f"{key}.safetensors"))
                 saved.add(key)
-        torch.save(dict(algorithm_state), tmp / "algorithm.pt")
-        torch.save(rng_state(), tmp / "rng.pt")
+        writing[0] = final / "algorithm.pt"
+        _torch_save(dict(algorithm_state), tmp / "algorithm.pt")
+        writing[0] = final / "rng.pt"
+        _torch_save(rng_state(), tmp / "rng.pt")
         # The size of every file, so that loading tells a truncated or missing file (corrupt)
         # from intact files that do not fit the run (a configuration mismatch). Last, so that
         # ``extra`` cannot replace it.
@@ -206,6 +225,7 @@ def _save(
             FILES: sizes,
             CHECKSUMS: checksums,
         }
+        writing[0] = final / TRAINER_FILE
         _write_text(tmp / TRAINER_FILE, json.dumps(meta, indent=2, default=str))
         replace_dir(tmp, final)  # re-saving a step (e.g. after a resume) replaces it
     finally:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_marl.errors import ConfigError
+from llm_marl.tools.files import no_space
 
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
@@ -169,8 +170,13 @@ class MetricsLogger:
             row[key] = _jsonable(value)
         self.history.append(row)
         if self._file is not None:
-            self._file.write(json.dumps(row) + "\n")
-            self._file.flush()
+            try:
+                self._file.write(json.dumps(row) + "\n")
+                self._file.flush()
+            except OSError as exc:
+                if exc.filename is None:  # a write or flush names no file: say which
+                    exc.filename = self._file.name
+                raise
         if self.table is not None:
             self.table.log(row)
         numeric = {k: v for k, v in row.items() if k != "step" and isinstance(v, (int, float))}
@@ -184,8 +190,14 @@ class MetricsLogger:
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            file, self._file = self._file, None
+            try:
+                file.close()
+            except OSError as exc:
+                # Flushing a row that could not be written (a full disk) fails again here;
+                # the error of the write itself is the one reported.
+                if not no_space(exc):
+                    raise
         if self._tb is not None:
             self._tb.close()
             self._tb = None

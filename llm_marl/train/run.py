@@ -30,6 +30,7 @@ from typing import Any
 from llm_marl.algos.registry import algorithm_names, get_algorithm
 from llm_marl.errors import ConfigError
 from llm_marl.policies.base import Policy
+from llm_marl.tools.files import no_space
 from llm_marl.train.config import (
     CommandLine,
     config_from_dict,
@@ -293,6 +294,19 @@ def save_run_config(config: RunConfig, path: str | Path | None = None) -> Path:
     return write_config_file(config, file, header)
 
 
+def _save_config(config: RunConfig) -> None:
+    """:func:`save_run_config`, a full disk reported like any write of the run."""
+    from llm_marl.train.checkpoint import disk_full
+
+    try:
+        save_run_config(config)
+    except OSError as exc:
+        if no_space(exc):
+            file = exc.filename or Path(config.trainer.output_dir) / "config.yaml"
+            raise disk_full(file, config.trainer.output_dir) from exc
+        raise
+
+
 def build_policies(config: RunConfig) -> dict[str, Any]:
     """The policies of a run: frozen agents from their specs, the rest trainable.
 
@@ -496,11 +510,13 @@ def run(config: RunConfig) -> TrainResult:
             "a sharded learner runs one process per rank (torchrun or the Ray executor, see "
             "docs/guides/scaling.md). `llm-marl train --dry-run` plans its memory."
         )
-    save_run_config(config)
+    given = config
     config = attach_judge(attach_expert(config))
     policies = build_policies(config)
     algorithm = get_algorithm(config.algo).build(config.algorithm)
     trainer = Trainer(algorithm, policies, config.trainer)
+    # Saved once training starts: a resume that is refused changes no file of the run.
+    trainer.on_start = lambda: _save_config(given)
     frozen = FrozenWeights(policies)
     result = trainer.train()
     frozen.verify()

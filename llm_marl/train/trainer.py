@@ -27,13 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from llm_marl.algos import Algorithm
-from llm_marl.errors import TrainingError
+from llm_marl.errors import DiskFullError, TrainingError
 from llm_marl.policies.base import Policy, SamplingParams, per_agent_sampling
 from llm_marl.rollout import collect
 from llm_marl.rollout.collect import check_policies, check_share_frozen
 from llm_marl.rollout.cost import cost_metrics
 from llm_marl.rollout.tree import as_episodes
 from llm_marl.rollout.types import Episode
+from llm_marl.tools.files import no_space
 from llm_marl.train.logging import ConsoleTable
 
 _EVAL_SEED_OFFSET = 999_983
@@ -180,6 +181,9 @@ class Trainer:
                 f"algorithm must be an llm_marl.algos.Algorithm, got {type(algorithm).__name__}"
             )
         self.algorithm = algorithm
+        self.on_start: Callable[[], None] | None = None
+        """Called once training starts, after a resume was accepted (`llm-marl train` saves
+        config.yaml there, so that a refused resume changes no file)."""
         self.config = config or TrainerConfig()
         self.env = env if env is not None else self.config.env
         if not isinstance(self.env, str) and not callable(self.env):
@@ -349,7 +353,24 @@ class Trainer:
     # ------------------------------------------------------------------ training
 
     def train(self) -> TrainResult:
-        """Run (or resume) training; returns the history and the first / last evaluation."""
+        """Run (or resume) training; returns the history and the first / last evaluation.
+
+        A full disk at any write of the run (checkpoint, metrics, plot, config) raises
+        :class:`~llm_marl.errors.DiskFullError` in one line naming the file and the newest
+        intact checkpoint.
+        """
+        from llm_marl.train.checkpoint import disk_full
+
+        try:
+            return self._train()
+        except DiskFullError:
+            raise
+        except Exception as exc:
+            if no_space(exc):
+                raise disk_full(_file_of(exc, self.output_dir), self.output_dir) from exc
+            raise
+
+    def _train(self) -> TrainResult:
         from tqdm.auto import tqdm
 
         from llm_marl.policies.quiet import quiet_transformers
@@ -376,6 +397,9 @@ class Trainer:
             # A fresh run next to an old run's checkpoints would have its own pruned by step
             # number and a later resume could continue the old run: move the old one aside.
             set_aside_previous_run(self.output_dir)
+        if self.on_start is not None:
+            # Only now that a resume was accepted: a refused one must change no file.
+            self.on_start()
         self.step = start
         run_name = cfg.run_name or f"{_env_name(self.env)} {self.algorithm.name}"
         bar = tqdm(
@@ -601,6 +625,19 @@ def _last_eval(history: Sequence[Mapping[str, Any]]) -> dict[str, float] | None:
         if "eval/reward" in row:
             return {k.removeprefix("eval/"): v for k, v in row.items() if k.startswith("eval/")}
     return None
+
+
+def _file_of(exc: BaseException, output_dir: Path) -> str:
+    """The file a failed write names (the first ``OSError.filename`` along the exception's
+    chain), else the run's folder."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.filename:
+            return str(current.filename)
+        current = current.__cause__ or current.__context__
+    return f"a file under {output_dir}"
 
 
 def set_aside_previous_run(output_dir: str | Path) -> Path | None:

@@ -233,7 +233,7 @@ def test_a_full_disk_says_no_space_left_and_where(tmp_path, monkeypatch, target,
     monkeypatch.undo()
     message = str(info.value)
     assert "no space left" in message and str(tmp_path / "checkpoints") in message
-    assert "step-000001 is intact" in message
+    assert "the newest intact checkpoint is" in message and "step-000001" in message
     assert latest_checkpoint(tmp_path).name == "step-000001"
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
         "latest",
