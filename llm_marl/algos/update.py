@@ -23,6 +23,7 @@ single-process one.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -95,7 +96,8 @@ class PGConfig:
     loss: LossKind = "clipped"
     """``clipped``: the PPO/GRPO clipped surrogate; ``policy-gradient``: ``-A * logp`` with no
     ratio and no clip (CoMLRL's MAGRPO loss, with ``aggregation="sequence-sum"``; the clip
-    fields and the KL term are then unused)."""
+    fields and the KL term are then unused), its log-probs at temperature 1 as CoMLRL's, not at
+    the sampling temperature."""
     aggregation: Aggregation = "token-mean"
     """How per-token losses are reduced: ``token-mean``, ``sequence-mean``, ``sequence-sum``
     or ``token-sum``."""
@@ -323,7 +325,8 @@ def _backward(
     gradient is zero and it records no metric."""
     import torch
 
-    new_lp = stack_logprobs(_sequence_logprobs(policy, micro)).to(device)
+    with _loss_temperature(policy, config):
+        new_lp = stack_logprobs(_sequence_logprobs(policy, micro)).to(device)
     shape = (int(new_lp.shape[0]), int(new_lp.shape[1]))
     mask = _padded([s.mask for s in micro], shape, device)
     advantages = _padded([s.advantages for s in micro], shape, device)
@@ -401,6 +404,24 @@ def _fill_missing(policy: TrainablePolicy, samples: list[Sample], config: PGConf
             for batch in _micro_batches(samples, config):
                 for s, lp in zip(batch, _sequence_logprobs(policy, batch, reference=True)):
                     s.ref_logprobs = lp.detach().float().cpu().tolist()
+
+
+@contextlib.contextmanager
+def _loss_temperature(policy: TrainablePolicy, config: PGConfig) -> Iterator[None]:
+    """The temperature the loss scores log-probs at. The clipped surrogate keeps the policy's
+    (the sampling temperature: importance ratios against the rollout's log-probs). The plain
+    policy gradient has no ratio and is CoMLRL's loss, which scores ``log_softmax(logits)``
+    at temperature 1 whatever the sampling temperature (MAGRPOTrainer.
+    _compute_loss_with_gradients, comlrl/trainers/reinforce/magrpo.py, 1.4.3): so does this."""
+    if config.loss != "policy-gradient" or policy.logprob_temperature == 1.0:
+        yield
+        return
+    saved = policy.logprob_temperature
+    policy.logprob_temperature = 1.0
+    try:
+        yield
+    finally:
+        policy.logprob_temperature = saved
 
 
 def _sequence_logprobs(

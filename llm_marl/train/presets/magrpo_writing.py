@@ -20,8 +20,13 @@ add ``--policies.chat_template_kwargs.enable_thinking false`` to keep it from th
 ``<think>`` text is removed before the reward reads a completion either way). The official
 trainer updates full weights; add ``--lora`` to fit one small
 GPU. Values that the released configs do not state are ours and marked so: the greedy
-evaluation, no KL term (none in the config), sequence-mean loss aggregation (as the CoMLRL
-CoopHumanEval preset).
+evaluation, no KL term (none in the config). The loss is CoMLRL's, as in the coding presets:
+the plain policy gradient ``-A * sum_t logp_t`` (log-probs at temperature 1) averaged over the
+completions, no ratio, no clipping, AdamW with weight decay 0.01 (``loss: policy-gradient``,
+``aggregation: sequence-sum``; see :mod:`llm_marl.train.presets.magrpo`).
+``magrpo-tldr-comlrl-1.2`` / ``magrpo-arxiv-comlrl-1.2``: the same as CoMLRL 1.2.1 computes
+it (advantage ``R - mean(R)`` with no std, weight decay 0; one turn, so the 1.2.1 discount
+does not apply), the release nearest the paper in time.
 
 ``toy-tldr`` trains two offline tiny LMs on the 8 training posts of the bundled TL;DR sample on
 CPU (12 steps, a few minutes) and evaluates them on its 4 held-out posts. A random-init tiny LM
@@ -35,6 +40,7 @@ from __future__ import annotations
 from typing import Any
 
 from llm_marl.train.presets import preset
+from llm_marl.train.presets.magrpo import COMLRL_12, COMLRL_LOSS
 
 _RUN: dict[str, Any] = {
     "trainer": {"output_dir": "runs/magrpo", "save_every": 100, "log_every": None}
@@ -61,7 +67,6 @@ _OFFICIAL: dict[str, Any] = {
         # 1e-6) (comlrl/trainers/reinforce/magrpo.py line 1632).
         "baseline": "mean",
         "scale": "population-std",
-        "aggregation": "sequence-mean",  # ours, as the CoopHumanEval preset
     },
     "policies": {
         "model": "Qwen/Qwen3-1.7B",
@@ -73,44 +78,70 @@ _OFFICIAL: dict[str, Any] = {
     },
 }
 
+_TLDR: dict[str, Any] = {
+    "trainer": {
+        "env": "tldr-v0",
+        "env_kwargs": {"dataset": "trl-lib/tldr", "split": "train[:1100]", "guards": False},
+        "eval_env_kwargs": {"split": "test[:1100]"},
+    }
+}
+# --model tiny: the bundled sample's 8 training and 4 held-out posts.
+_TLDR_TINY: dict[str, Any] = {
+    "env_kwargs": {"dataset": "tldr_sample", "split": "train"},
+    "eval_env_kwargs": {"split": "eval"},
+}
+
 MAGRPO_TLDR = preset(
     "magrpo",
     "magrpo-tldr",
     "TL;DR co-summarisation as in LLM_Collab_Writing's config: two Qwen3-1.7B agents",
-    {
-        "trainer": {
-            "env": "tldr-v0",
-            "env_kwargs": {"dataset": "trl-lib/tldr", "split": "train[:1100]", "guards": False},
-            "eval_env_kwargs": {"split": "test[:1100]"},
-        }
-    },
-    defaults=(_RUN, _OFFICIAL),
-    tiny={  # --model tiny: the bundled sample's 8 training and 4 held-out posts
-        "env_kwargs": {"dataset": "tldr_sample", "split": "train"},
-        "eval_env_kwargs": {"split": "eval"},
-    },
+    _TLDR,
+    defaults=(_RUN, _OFFICIAL, COMLRL_LOSS),
+    tiny=_TLDR_TINY,
 )
+
+MAGRPO_TLDR_12 = preset(
+    "magrpo",
+    "magrpo-tldr-comlrl-1.2",
+    "magrpo-tldr as CoMLRL 1.2.1 computes it: R - mean(R), no weight decay",
+    _TLDR,
+    defaults=(_RUN, _OFFICIAL, COMLRL_LOSS, COMLRL_12),
+    tiny=_TLDR_TINY,
+)
+
+_ARXIV: dict[str, Any] = {
+    "trainer": {
+        "env": "arxiv_intro-v0",
+        "env_kwargs": {
+            "dataset": "OpenMLRL/arXiv_abstract",
+            "split": "train[:1100]",
+            "guards": False,
+        },
+        "eval_env_kwargs": {"split": "val[:1100]"},
+    }
+}
+# --model tiny: the bundled sample's 4 training and 2 held-out abstracts.
+_ARXIV_TINY: dict[str, Any] = {
+    "env_kwargs": {"dataset": "arxiv_sample", "split": "train"},
+    "eval_env_kwargs": {"split": "eval"},
+}
 
 MAGRPO_ARXIV = preset(
     "magrpo",
     "magrpo-arxiv",
     "arXiv introduction co-writing as in LLM_Collab_Writing's config: two Qwen3-1.7B agents",
-    {
-        "trainer": {
-            "env": "arxiv_intro-v0",
-            "env_kwargs": {
-                "dataset": "OpenMLRL/arXiv_abstract",
-                "split": "train[:1100]",
-                "guards": False,
-            },
-            "eval_env_kwargs": {"split": "val[:1100]"},
-        }
-    },
-    defaults=(_RUN, _OFFICIAL),
-    tiny={  # --model tiny: the bundled sample's 4 training and 2 held-out abstracts
-        "env_kwargs": {"dataset": "arxiv_sample", "split": "train"},
-        "eval_env_kwargs": {"split": "eval"},
-    },
+    _ARXIV,
+    defaults=(_RUN, _OFFICIAL, COMLRL_LOSS),
+    tiny=_ARXIV_TINY,
+)
+
+MAGRPO_ARXIV_12 = preset(
+    "magrpo",
+    "magrpo-arxiv-comlrl-1.2",
+    "magrpo-arxiv as CoMLRL 1.2.1 computes it: R - mean(R), no weight decay",
+    _ARXIV,
+    defaults=(_RUN, _OFFICIAL, COMLRL_LOSS, COMLRL_12),
+    tiny=_ARXIV_TINY,
 )
 
 # The offline toy's sampling, in training and evaluation alike: the budgets at which a random
