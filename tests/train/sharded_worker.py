@@ -35,6 +35,14 @@ CASES: list[dict[str, Any]] = [
         "lora": True,
         "micro_batch_size": None,
     },
+    # Sharded with activation checkpointing (the one-process run keeps its activations).
+    {
+        "loss": "clipped",
+        "aggregation": "token-mean",
+        "lora": False,
+        "micro_batch_size": 2,
+        "checkpointing": True,
+    },
 ]
 CHECKPOINT_CASES = (0, 2)
 """Cases that also save after :data:`STEPS` updates, train one more, and resume on 2 ranks."""
@@ -84,11 +92,17 @@ def samples(step: int) -> list[Any]:
     return out
 
 
-def train(policy: Any, optimizer: Any, scheduler: Any, case: dict[str, Any], steps: range) -> None:
+def train(
+    policy: Any, optimizer: Any, scheduler: Any, case: dict[str, Any], steps: range
+) -> list[float]:
+    """Train on :func:`samples` of ``steps``; the gradient norm of each update (before
+    clipping: unlike the weights, it shows a gradient that is off by a constant factor, which
+    Adam's update would hide)."""
     from llm_marl.algos.update import policy_gradient_update
 
+    norms = []
     for step in steps:
-        policy_gradient_update(
+        metrics = policy_gradient_update(
             policy,
             optimizer,
             samples(step),
@@ -96,6 +110,8 @@ def train(policy: Any, optimizer: Any, scheduler: Any, case: dict[str, Any], ste
             scheduler=scheduler,
             update_index=step,
         )
+        norms.append(metrics["grad_norm"])
+    return norms
 
 
 def weights(policy: Any) -> dict[str, torch.Tensor]:
@@ -110,7 +126,7 @@ def main(rank: int, world: int, port: int, model_dir: str, out: Path) -> None:
     import torch.distributed as dist
 
     from llm_marl.algos.update import make_optimizer
-    from llm_marl.policies.sharded import push_weights, save_hf, shard_policy
+    from llm_marl.policies.sharded import ShardingConfig, push_weights, save_hf, shard_policy
     from llm_marl.train.sharded_checkpoint import load_sharded, save_sharded
 
     torch.set_num_threads(1)
@@ -119,14 +135,15 @@ def main(rank: int, world: int, port: int, model_dir: str, out: Path) -> None:
     )
 
     def built(case: dict[str, Any]) -> tuple[Any, Any, Any]:
-        policy = shard_policy(make_policy(model_dir, case))
+        sharding = ShardingConfig(activation_checkpointing=case.get("checkpointing", False))
+        policy = shard_policy(make_policy(model_dir, case), sharding)
         optimizer, scheduler = make_optimizer(policy.parameters(), pg_config(case))
         return policy, optimizer, scheduler
 
     for i, case in enumerate(CASES):
         policy, optimizer, scheduler = built(case)
-        train(policy, optimizer, scheduler, case, range(STEPS))
-        result: dict[str, Any] = {"after": weights(policy)}
+        norms = train(policy, optimizer, scheduler, case, range(STEPS))
+        result: dict[str, Any] = {"after": weights(policy), "grad_norms": norms}
         if i in CHECKPOINT_CASES:
             save_sharded(out / f"ckpt-{i}", policy, optimizer, scheduler)
             save_hf(policy, out / f"hf-{i}")

@@ -63,14 +63,13 @@ def two_ranks(tiny_lm_path: str, tmp_path_factory: pytest.TempPathFactory) -> Pa
     return out
 
 
-def _single(path: str, i: int, steps: int) -> tuple[Any, Any, Any]:
+def _single(path: str, i: int, steps: int) -> tuple[Any, list[float]]:
     from llm_marl.algos.update import make_optimizer
 
     case = cases.CASES[i]
     policy = cases.make_policy(path, case)
     optimizer, scheduler = make_optimizer(policy.parameters(), cases.pg_config(case))
-    cases.train(policy, optimizer, scheduler, case, range(steps))
-    return policy, optimizer, scheduler
+    return policy, cases.train(policy, optimizer, scheduler, case, range(steps))
 
 
 def _assert_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
@@ -84,11 +83,13 @@ def _assert_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> Non
 def test_two_ranks_train_as_one_process(two_ranks: Path, tiny_lm_path: str, i: int) -> None:
     sharded = torch.load(two_ranks / f"case-{i}.pt")
     start = cases.weights(cases.make_policy(tiny_lm_path, cases.CASES[i]))
-    policy, _, _ = _single(tiny_lm_path, i, cases.STEPS)
+    policy, norms = _single(tiny_lm_path, i, cases.STEPS)
     single = cases.weights(policy)
     # The weights moved (a test that could not fail otherwise), and moved the same way.
     assert max(float((single[n] - start[n]).abs().max()) for n in single) > 100 * ATOL
     _assert_close(sharded["after"], single)
+    # The same gradients, not only the same Adam steps (Adam hides a constant factor).
+    assert sharded["grad_norms"] == pytest.approx(norms, rel=1e-4)
 
 
 @pytest.mark.slow
@@ -129,7 +130,7 @@ def test_consolidated_hf_directory_gives_the_same_logprobs(
         from transformers import AutoModelForCausalLM
 
         loaded = HFPolicy(AutoModelForCausalLM.from_pretrained(hf_dir), tokenizer=str(hf_dir))
-    policy, _, _ = _single(tiny_lm_path, i, cases.STEPS)
+    policy, _ = _single(tiny_lm_path, i, cases.STEPS)
     batch = cases.samples(99)
     prompts, completions = [s.prompt_ids for s in batch], [s.completion_ids for s in batch]
     with torch.no_grad():
@@ -147,3 +148,14 @@ def test_weight_stream_hands_each_parameter_whole_once(two_ranks: Path, i: int) 
     names = [n for n, _ in pushed]
     assert len(names) == len(set(names))
     _assert_close(dict(pushed), sharded["continued"])
+
+
+def test_sharding_needs_a_process_group_and_a_trainable_policy(tiny_lm_path: str) -> None:
+    from llm_marl.errors import ConfigError
+    from llm_marl.policies.hf import HFPolicy
+    from llm_marl.policies.sharded import data_parallel, shard_policy
+
+    policy = HFPolicy(tiny_lm_path, trainable=True)
+    with pytest.raises(ConfigError, match="init_process_group"):
+        shard_policy(policy)
+    assert data_parallel(policy) is None and policy.chunked_lm_head
