@@ -226,6 +226,15 @@ def _unknown_id_error(env_id: str) -> UnknownEnvError:
     )
 
 
+def accepted_kwargs(env: str | EnvSpec | Callable[..., Any]) -> list[str] | None:
+    """The keyword arguments an env (a registered id, a spec or a factory) accepts, or None
+    where that cannot be told (a factory taking ``**kwargs``)."""
+    if isinstance(env, (str, EnvSpec)):
+        found = env if isinstance(env, EnvSpec) else spec(env)
+        env = _load_entry_point(found.entry_point, found.id)
+    return _accepted_kwargs(env)
+
+
 def _load_entry_point(entry_point: EntryPoint, env_id: str) -> Callable[..., AnyEnv]:
     if callable(entry_point):
         return entry_point

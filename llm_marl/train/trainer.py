@@ -250,6 +250,9 @@ class Trainer:
                     stacklevel=3,
                 )
             return chosen
+        if not self._env_has_split():
+            # Nothing to hold out (the toy envs): the advice below could not be followed.
+            return self.tasks
         warnings.warn(
             "the Trainer evaluates on its training tasks (no held-out split): eval rewards "
             "measure fit, not generalisation. Set TrainerConfig.eval_env_kwargs (e.g. "
@@ -258,6 +261,14 @@ class Trainer:
             stacklevel=3,
         )
         return self.tasks
+
+    def _env_has_split(self) -> bool:
+        """Whether the env takes a ``split`` argument (so a held-out split can be asked for);
+        True when that cannot be told."""
+        from llm_marl.envs.registration import accepted_kwargs
+
+        accepted = accepted_kwargs(self.env)
+        return accepted is None or "split" in accepted
 
     def _chance_level(self) -> float | None:
         """The env's documented chance-level reward (``env.chance_level()``), if it has one."""
