@@ -119,13 +119,18 @@ def shard_policy(
                 f"{type(base).__name__} does not support activation checkpointing: set "
                 "activation_checkpointing=False"
             )
-        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        kwargs = {"use_reentrant": False}
+        # transformers 5 renamed it (the old name warns); older versions have only the old one.
+        if hasattr(base, "activation_checkpointing_enable"):
+            base.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            base.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     mp = (
         MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         if config.mixed_precision
         else MixedPrecisionPolicy()
     )
-    kwargs: dict[str, Any] = {
+    shard_kwargs: dict[str, Any] = {
         "mesh": mesh,
         "mp_policy": mp,
         "reshard_after_forward": config.reshard_after_forward,
@@ -137,8 +142,8 @@ def shard_policy(
             "shard it layer by layer"
         )
     for layer in layers:
-        fully_shard(layer, **kwargs)
-    fully_shard(policy.model, **kwargs)
+        fully_shard(layer, **shard_kwargs)
+    fully_shard(policy.model, **shard_kwargs)
     for module in policy.model.modules():
         if isinstance(module, FSDPModule):
             # The update normalises the loss by the whole minibatch's counts: ranks' gradients
