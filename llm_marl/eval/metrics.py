@@ -14,10 +14,16 @@ Rules
       ``1 - C(n - c, k) / C(n, k)`` with ``n`` scored samples of which ``c`` succeeded (for
       ``k = 1`` that is ``c / n``). A problem with fewer than ``k`` scored samples (some were lost
       to errors) has no estimate and is left out of ``pass@k``.
+    * The spread of each mean is its standard error over problems (``pass@<k>_se``,
+      ``mean_reward_se``): the sample standard deviation of the per-problem values (a problem's
+      pass@k estimate, its mean reward) divided by the square root of their number; ``None``
+      with fewer than two problems. Samples of one problem are not independent of each other,
+      so the problem is the unit.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -96,7 +102,8 @@ def benchmark_scores(
     """The scores of one benchmark's records (see the module docstring for the rules).
 
     Returns ``{"num_problems", "num_episodes", "num_scored", "num_errors", "first_error",
-    "num_success", "pass@<k>" for each k, "mean_reward", "components"}`` plus whatever
+    "num_success", "pass@<k>" and "pass@<k>_se" for each k, "mean_reward", "mean_reward_se",
+    "components"}`` plus whatever
     ``extra`` returns; ``first_error`` is the error of the first failed episode (or None).
     """
     problems: dict[Any, list[Record]] = {}
@@ -121,7 +128,12 @@ def benchmark_scores(
         out[f"pass@{k}"] = (
             sum(estimates) / len(estimates) if reports_success and estimates else None
         )
+        out[f"pass@{k}_se"] = _standard_error(estimates) if reports_success else None
     out["mean_reward"] = _mean(r["reward"] for r in scored)
+    per_problem = [
+        _mean(r["reward"] for r in g if r.get("error") is None) for g in problems.values()
+    ]
+    out["mean_reward_se"] = _standard_error([m for m in per_problem if m is not None])
     names: dict[str, None] = {}
     for r in scored:
         names.update(dict.fromkeys(r.get("components", {})))
@@ -195,3 +207,10 @@ def averages(benchmarks: Mapping[str, Mapping[str, Any]], keys: Iterable[str]) -
 def _mean(values: Iterable[float]) -> float | None:
     items = [float(v) for v in values]
     return sum(items) / len(items) if items else None
+
+
+def _standard_error(values: Sequence[float]) -> float | None:
+    """Standard error of the mean of ``values``; None with fewer than two."""
+    if len(values) < 2:
+        return None
+    return statistics.stdev(values) / len(values) ** 0.5

@@ -5,7 +5,9 @@
     humaneval_single-v0  (coder=qwen; 10 sample(s) per problem)
     benchmark   pass@1  pass@10  problems  errors  reward  tests
     humaneval   61.2    85.4     164       0       1.743   78%
+      ± s.e.    3.4     2.6                        0.061
     average     61.2    85.4                       1.743   78%
+    ± s.e.: standard error over problems of the mean above it (pass@k in points)
     errors: episodes lost to infrastructure failures (API, sandbox, grader); excluded from every score, never counted as failures
 """
 
@@ -15,6 +17,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+_SPREAD = "  ± s.e."
+_NOTE_SPREAD = "± s.e.: standard error over problems of the mean above it (pass@k in points)"
 _NOTE_ERRORS = (
     "errors: episodes lost to infrastructure failures (API, sandbox, grader); "
     "excluded from every score, never counted as failures"
@@ -36,14 +40,19 @@ def format_report(report: Mapping[str, Any]) -> str:
     header += ["problems", "errors", "reward"] + [c["header"] for c in extra]
     rows = [header]
 
-    def cells(values: Mapping[str, Any]) -> list[str]:
-        return [_fmt(values.get(key), "score") for key in pass_keys] if with_success else []
+    def cells(values: Mapping[str, Any], suffix: str = "") -> list[str]:
+        if not with_success:
+            return []
+        return [_fmt(values.get(key + suffix), "score") for key in pass_keys]
 
     for name, b in benchmarks.items():
         row = [name, *cells(b), str(b["num_problems"]), str(b["num_errors"])]
         row.append(_fmt(b.get("mean_reward"), "number"))
         row += [_fmt(b.get(c["key"]), c["style"]) for c in extra]
         rows.append(row)
+        spread = [*cells(b, "_se"), _fmt(b.get("mean_reward_se"), "number")]
+        if any(s != "-" for s in spread):  # the standard errors, under the means they belong to
+            rows.append([_SPREAD, *cells(b, "_se"), "", "", spread[-1]] + [""] * len(extra))
     avg = report.get("averages", {})
     if len(benchmarks) > 1 or avg:
         row = ["average", *cells(avg), "", "", _fmt(avg.get("mean_reward"), "number")]
@@ -59,6 +68,7 @@ def format_report(report: Mapping[str, Any]) -> str:
         )
     lines = [title + ")"]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.append(_NOTE_SPREAD)
     lines += _cost_lines(benchmarks)
     lines.append(_NOTE_ERRORS)
     if not with_success:

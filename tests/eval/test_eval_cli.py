@@ -226,6 +226,7 @@ def test_user_errors_are_one_line(team, argv, message, capsys):
     assert re.search(message, err) and "Traceback" not in err
 
 
+@pytest.mark.slow  # among the 9 slowest of the fast loop (issue 22)
 def test_loading_local_models_prints_no_transformers_bars(tmp_path, capfd):
     from llm_marl.policies import build_tiny_lm
 

@@ -369,3 +369,28 @@ def _without_seconds(value):
     if isinstance(value, list):
         return [_without_seconds(v) for v in value]
     return value
+
+
+def test_each_mean_has_its_standard_error_over_problems():
+    """pass@k and the mean reward come with the standard error over problems, shown in the
+    table on a row under the means it belongs to."""
+    import statistics
+
+    solved = {0: [1, 1], 1: [1, 0], 2: [0, 0], 3: [1, 1]}  # problem -> success of 2 samples
+    records = [
+        {"benchmark": "toy", "task_index": p, "reward": 2.0 * s, "error": None, "success": bool(s)}
+        for p, samples in solved.items()
+        for s in samples
+    ]
+    scores = score_records(records, k=[1])["toy"]
+    per_problem = [sum(s) / 2 for s in solved.values()]  # pass@1 and (halved) mean reward
+    se = statistics.stdev(per_problem) / 2  # sqrt(4 problems)
+    assert scores["pass@1"] == pytest.approx(0.625) and scores["pass@1_se"] == pytest.approx(se)
+    assert scores["mean_reward_se"] == pytest.approx(2 * se)
+    report = {"env_id": "toy-v0", "policies": {"a": "p"}, "samples": 2, "k": [1]}
+    table = format_report({**report, "benchmarks": {"toy": scores}})
+    assert re.search(r"toy\s+62\.5\s+4\s+0\s+1\.250\n\s+± s\.e\.\s+23\.9\s+0\.479\n", table)
+    one = score_records(records[:2], k=[1])["toy"]  # one problem: no spread, no row
+    assert one["pass@1_se"] is None and "± s.e.  " not in format_report(
+        {**report, "benchmarks": {"toy": one}}
+    )

@@ -48,6 +48,7 @@ def oracle(book):
     )
 
 
+@pytest.mark.slow  # among the 9 slowest of the fast loop (issue 22)
 def test_oracle_and_wrong_actors_on_every_benchmark(shared_data):
     book = answer_book(EVAL_BENCHMARKS)
     started = time.perf_counter()

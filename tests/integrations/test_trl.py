@@ -100,6 +100,7 @@ def test_an_infrastructure_failure_gives_no_reward_rather_than_a_wrong_one():
     ]
 
 
+@pytest.mark.slow  # among the 9 slowest of the fast loop (issue 22)
 def test_grpo_trainer_trains_the_agent_on_the_env_reward(tmp_path, tiny_lm_path):
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     from transformers import AutoModelForCausalLM

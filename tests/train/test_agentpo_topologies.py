@@ -36,6 +36,7 @@ SOLVER = textwrap.dedent(
         ("math_roles-v0", {"num_solvers": 2}, "assigner", "solver"),
     ],
 )
+@pytest.mark.slow  # among the 9 slowest of the fast loop (issue 22)
 def test_agentpo_run_trains_the_collaborator_and_leaves_the_frozen_solvers_bit_identical(
     tmp_path, monkeypatch, capsys, env_id, env_kwargs, lead, solvers
 ):

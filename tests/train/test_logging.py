@@ -46,6 +46,7 @@ def _check_one_table(console: str) -> None:
     assert sum(line.startswith("team reward (") for line in lines) == 1
 
 
+@pytest.mark.slow  # among the 9 slowest of the fast loop (issue 22)
 def test_console_of_a_short_run_is_one_bar_and_one_table(tmp_path):
     console = _train_console(tmp_path)
     _check_one_table(console)
@@ -55,6 +56,7 @@ def test_console_of_a_short_run_is_one_bar_and_one_table(tmp_path):
     assert "train:" in console
 
 
+@pytest.mark.slow  # among the 9 slowest of the fast loop (issue 22)
 def test_console_without_progress_has_no_bar_at_all(tmp_path):
     console = _train_console(tmp_path, "--no-progress")
     _check_one_table(console)

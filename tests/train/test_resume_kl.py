@@ -95,6 +95,7 @@ def _same(a, b):
     return all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow  # among the 9 slowest of the fast loop (issue 22)
 def test_resume_with_a_kl_reference_is_the_uninterrupted_run(tmp_path, algo_lm_path):
     straight = _team(algo_lm_path, warm=True)
     _run(tmp_path / "straight", straight, STEPS)

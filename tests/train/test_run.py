@@ -24,6 +24,7 @@ def _rows(path):
     return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in read_jsonl(path)]
 
 
+@pytest.mark.slow  # among the 9 slowest of the fast loop (issue 22)
 def test_the_readme_training_command_runs_in_process_and_checkpoints(tmp_path, monkeypatch):
     # What CI runs from a wheel in a fresh venv (.ci/run): the exact command, default paths.
     monkeypatch.chdir(tmp_path)

@@ -95,6 +95,7 @@ def test_frozen_agents_stay_bit_identical_and_get_no_optimizer(tmp_path, algo_lm
     assert sorted(p.name for p in (ckpt / "policies").iterdir()) == ["left"]
 
 
+@pytest.mark.slow  # among the 9 slowest of the fast loop (issue 22)
 def test_resuming_continues_exactly_where_it_stopped(tmp_path, algo_lm_path):
     def run(out, steps, resume=False):
         policies = _pair(algo_lm_path)
