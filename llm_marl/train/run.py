@@ -329,9 +329,11 @@ def _build_policies(config: RunConfig) -> dict[str, Any]:
     from llm_marl.train.models import (
         TINY,
         check_agents,
+        check_vllm_installed,
         frozen_policy,
         prompt_mode_of,
         trainable_policies,
+        vllm_samplers,
     )
     from llm_marl.train.warmup import num_symbols, toy_format_warmup
 
@@ -343,6 +345,7 @@ def _build_policies(config: RunConfig) -> dict[str, Any]:
     env = make(tc.env, **tc.env_kwargs)
     agents = list(env.possible_agents)
     trainable = check_agents(pc, agents, tc.env)
+    check_vllm_installed(pc)
     not_frozen = [a for a in tc.share_frozen if a not in pc.frozen]
     if not_frozen:  # before any model is built (the Trainer checks the policies again)
         raise ConfigError(
@@ -385,6 +388,8 @@ def _build_policies(config: RunConfig) -> dict[str, Any]:
         # keeps the warmed-up start, as in the uninterrupted run.
         losses = warmup(learners)
         print("format warm-up done, loss per agent:", {a: round(v, 3) for a, v in losses.items()})
+    if pc.backend == "vllm":  # after the warm-up: the engines start from the warmed-up weights
+        vllm_samplers(learners, pc)
     policies.update(learners)
     return {a: policies[a] for a in agents}
 
@@ -514,10 +519,21 @@ def run(config: RunConfig) -> TrainResult:
     config = attach_judge(attach_expert(config))
     policies = build_policies(config)
     algorithm = get_algorithm(config.algo).build(config.algorithm)
-    trainer = Trainer(algorithm, policies, config.trainer)
-    # Saved once training starts: a resume that is refused changes no file of the run.
-    trainer.on_start = lambda: _save_config(given)
-    frozen = FrozenWeights(policies)
-    result = trainer.train()
-    frozen.verify()
+    try:
+        trainer = Trainer(algorithm, policies, config.trainer)
+        # Saved once training starts: a resume that is refused changes no file of the run.
+        trainer.on_start = lambda: _save_config(given)
+        frozen = FrozenWeights(policies)
+        result = trainer.train()
+        frozen.verify()
+    finally:
+        # vLLM engines (policies.backend vllm) hold memory and threads until closed.
+        engines = {id(e): e for p in policies.values() if (e := _engine(p)) is not None}
+        for engine in engines.values():
+            engine.close()
     return result
+
+
+def _engine(policy: Any) -> Any:
+    """The generation engine attached to a policy (``policies.backend vllm``), or None."""
+    return getattr(policy, "generation_engine", None)

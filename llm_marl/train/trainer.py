@@ -412,6 +412,9 @@ class Trainer:
             # Only now that a resume was accepted: a refused one must change no file.
             self.on_start()
         self.step = start
+        # A sampler of its own (a vLLM engine) holds the weights of when it was built: a
+        # resumed run (or a warm-up after the build) must not sample from those.
+        self.sync_samplers()
         run_name = cfg.run_name or f"{_env_name(self.env)} {self.algorithm.name}"
         bar = tqdm(
             total=cfg.steps, initial=start, desc="train", unit="step", disable=not cfg.progress
@@ -503,12 +506,31 @@ class Trainer:
             algo_metrics = self.algorithm.update(ok) if ok else {}
         except TrainingError as err:
             raise TrainingError(f"training step {step + 1}: {err}") from err
+        if ok:
+            self.sync_samplers()  # the next rollout samples from the updated weights
         t2 = time.perf_counter()
         metrics.update({k: float(v) for k, v in algo_metrics.items()})
         metrics["time/collect"] = t1 - t0
         metrics["time/update"] = t2 - t1
         metrics["time/step"] = t2 - t0
         return metrics
+
+    def sync_samplers(self) -> None:
+        """Call ``after_update()`` once on each distinct trainable policy that defines it.
+
+        :meth:`train` calls it before the first rollout (after loading a checkpoint) and
+        :meth:`train_step` after every update: an ``HFPolicy`` whose ``generation_engine`` is
+        a vLLM engine pushes its current weights (or LoRA adapter) to it; without an engine it
+        does nothing.
+        """
+        seen: set[int] = set()
+        for policy in self.policies.values():
+            if id(policy) in seen or not getattr(policy, "trainable", False):
+                continue
+            seen.add(id(policy))
+            after_update = getattr(policy, "after_update", None)
+            if callable(after_update):
+                after_update()
 
     def _check_resumed_algorithm(self, ckpt: Path, meta: Mapping[str, Any]) -> None:
         """Warn when the checkpoint was trained by another algorithm (its state still loaded)."""
