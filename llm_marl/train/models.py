@@ -256,7 +256,7 @@ def trainable_policies(
             task_type="CAUSAL_LM",
         )
         _checkpointing(base, config)
-        kwargs = {
+        kwargs: dict[str, Any] = {
             "tokenizer": paths[agents[0]],
             "seed": seed,
             "chat_template_kwargs": config.chat_template_kwargs,
