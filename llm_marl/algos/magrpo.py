@@ -42,6 +42,7 @@ Usage::
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, cast
@@ -60,7 +61,7 @@ from llm_marl.algos.advantages import (
 from llm_marl.algos.base import PolicyGradientAlgorithm
 from llm_marl.algos.losses import Aggregation
 from llm_marl.algos.samples import Sample, trajectory_samples
-from llm_marl.algos.update import PGConfig
+from llm_marl.algos.update import PGConfig, policy_gradient_update
 from llm_marl.policies.base import SamplingParams
 from llm_marl.rollout.collect import EnvSource
 from llm_marl.rollout.tree import RolloutTree, collect_tree
@@ -68,6 +69,8 @@ from llm_marl.rollout.types import Episode, Trajectory, group_episodes
 
 Rollout = Literal["linear", "tree"]
 ROLLOUTS = ("linear", "tree")
+Schedule = Literal["step", "buffered"]
+SCHEDULES = ("step", "buffered")
 
 
 @dataclass
@@ -107,6 +110,20 @@ class MAGRPOConfig(PGConfig):
     early_stop: float | None = None
     """Tree mode: a sibling group whose mean step reward is strictly above this is not expanded
     (CoMLRL's ``early_termination_threshold``); ``None``: always expand."""
+    schedule: Schedule = "step"
+    """When the optimizer steps. ``step``: once per training step on all its samples (each
+    policy). ``buffered`` (tree mode; CoMLRL 1.4.3's): each policy keeps a buffer of tree
+    nodes (a sibling group: the ``G`` joint actions sampled from one history, in the order they
+    were sampled) that carries over from one training step to the next; whenever it holds
+    ``rollout_buffer_size`` nodes it is emptied: its nodes are split by turn (tree depth), each
+    turn's nodes shuffled and cut into batches of ``train_batch_size`` nodes, one optimizer
+    step per batch (``MAGRPOTrainer._process_buffer`` / ``_update_from_samples`` in
+    comlrl/trainers/reinforce/magrpo.py). The buffer is checkpointed."""
+    rollout_buffer_size: int = 2
+    """``schedule="buffered"``: nodes per buffer (CoMLRL's ``rollout_buffer_size``, default 2)."""
+    train_batch_size: int | None = None
+    """``schedule="buffered"``: nodes per optimizer step (CoMLRL's ``train_batch_size``;
+    ``None``: ``rollout_buffer_size``, as CoMLRL)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -124,6 +141,16 @@ class MAGRPOConfig(PGConfig):
             raise ValueError(
                 "tree_depth and early_stop only apply to tree rollouts: set rollout='tree'"
             )
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {self.schedule!r}; choose one of {SCHEDULES}")
+        if self.schedule == "buffered" and self.rollout != "tree":
+            raise ValueError("schedule='buffered' steps per tree node: set rollout='tree'")
+        for name in ("rollout_buffer_size", "train_batch_size"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
 
 
 class MAGRPO(PolicyGradientAlgorithm[MAGRPOConfig]):
@@ -133,6 +160,8 @@ class MAGRPO(PolicyGradientAlgorithm[MAGRPOConfig]):
 
     def __init__(self, config: MAGRPOConfig | None = None) -> None:
         super().__init__(config or MAGRPOConfig())
+        # schedule="buffered": per policy key, the buffered nodes as (turn, samples).
+        self.buffers: dict[str, list[tuple[int, list[Sample]]]] = {}
 
     def collect(
         self,
@@ -163,8 +192,11 @@ class MAGRPO(PolicyGradientAlgorithm[MAGRPOConfig]):
         )
 
     def update(self, episodes: Sequence[Episode] | Sequence[RolloutTree]) -> dict[str, float]:
-        metrics = self.learn(self.build_samples(episodes))
         trees = [t for t in episodes if isinstance(t, RolloutTree)]
+        if self.config.schedule == "buffered":
+            metrics = self._buffered_update(trees)
+        else:
+            metrics = self.learn(self.build_samples(episodes))
         if trees:
             metrics["tree/nodes"] = sum(len(list(t.nodes())) for t in trees) / len(trees)
         return metrics
@@ -188,23 +220,102 @@ class MAGRPO(PolicyGradientAlgorithm[MAGRPOConfig]):
     def _tree_samples(self, trees: list[RolloutTree]) -> dict[str, list[Sample]]:
         """One sample per agent turn per node, advantage over the node's siblings (the same
         team quantity for every agent of the joint action)."""
+        samples: dict[str, list[Sample]] = {key: [] for key in self.groups}
+        for _, by_key in self._tree_groups(trees):
+            for key, group_samples in by_key.items():
+                samples[key] += group_samples
+        return samples
+
+    def _tree_groups(self, trees: list[RolloutTree]) -> list[tuple[int, dict[str, list[Sample]]]]:
+        """Each sibling group of each tree, in the order CoMLRL samples its nodes (a group,
+        then each of its joint actions' children, depth first), as ``(depth, key -> samples)``."""
         cfg = self.config
         reward_fn = (
             leaf_component_reward(cfg.reward_component) if cfg.reward_component else node_reward
         )
-        samples: dict[str, list[Sample]] = {key: [] for key in self.groups}
+        out: list[tuple[int, dict[str, list[Sample]]]] = []
         for tree in trees:
             advantages = tree_advantages(tree, cfg.gamma, cfg.baseline, cfg.scale, reward_fn)
-            for node in tree.nodes():
-                for key, (policy, agents) in self.groups.items():
-                    for agent in agents:
-                        turn = node.turns.get(agent)
-                        if turn is None:  # not active in this step
-                            continue
-                        # The turn alone: its prompt is the node's whole history.
-                        alone = Trajectory(agent, policy.name, True, [turn])
-                        samples[key] += trajectory_samples(alone, [advantages[node]])
-        return samples
+            pending = [list(tree.roots)] if tree.roots else []
+            while pending:
+                group = pending.pop()
+                by_key: dict[str, list[Sample]] = {key: [] for key in self.groups}
+                for node in group:
+                    for key, (policy, agents) in self.groups.items():
+                        for agent in agents:
+                            turn = node.turns.get(agent)
+                            if turn is None:  # not active in this step
+                                continue
+                            # The turn alone: its prompt is the node's whole history.
+                            alone = Trajectory(agent, policy.name, True, [turn])
+                            by_key[key] += trajectory_samples(alone, [advantages[node]])
+                out.append((group[0].depth, by_key))
+                pending += [list(n.children) for n in reversed(group) if n.children]
+        return out
+
+    def _buffered_update(self, trees: list[RolloutTree]) -> dict[str, float]:
+        """CoMLRL 1.4.3's schedule (see :attr:`MAGRPOConfig.schedule`)."""
+        import random
+
+        cfg = self.config
+        size = cfg.rollout_buffer_size
+        batch = cfg.train_batch_size or size
+        rng = random.Random(cfg.seed * 1_000_003 + self.updates)
+        batches: dict[str, list[list[Sample]]] = {key: [] for key in self.groups}
+        for depth, by_key in self._tree_groups(trees):
+            for key, samples in by_key.items():
+                if not samples:
+                    continue
+                buffer = self.buffers.setdefault(key, [])
+                buffer.append((depth, samples))
+                if len(buffer) < size:
+                    continue
+                for turn in sorted({d for d, _ in buffer}):
+                    nodes = [s for d, s in buffer if d == turn]
+                    rng.shuffle(nodes)
+                    for start in range(0, len(nodes), batch):
+                        chunk = nodes[start : start + batch]
+                        batches[key].append([s for node in chunk for s in node])
+                buffer.clear()
+        metrics: dict[str, float] = {}
+        for key, (policy, _) in self.groups.items():
+            results = []
+            for samples in batches[key]:
+                result = policy_gradient_update(
+                    policy,
+                    self.optimizers[key],
+                    samples,
+                    cfg,
+                    scheduler=self.schedulers[key],
+                    update_index=self.updates,
+                )
+                self._count_nonfinite(key, result)
+                results.append(result)
+            names = {name for r in results for name in r}
+            for name in names:
+                values = [r[name] for r in results if name in r]
+                total = name in ("optimizer_steps", "skipped_steps", "num_samples", "num_tokens")
+                metrics[f"{key}/{name}"] = sum(values) if total else sum(values) / len(values)
+            metrics[f"{key}/optimizer_steps"] = metrics.get(f"{key}/optimizer_steps", 0.0)
+            metrics[f"{key}/buffered_nodes"] = float(len(self.buffers.get(key, [])))
+        self.updates += 1
+        return {**self._mean_over_policies(metrics), **metrics}
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        if self.config.schedule == "buffered":
+            state["buffers"] = {
+                key: [(d, [dataclasses.asdict(s) for s in samples]) for d, samples in nodes]
+                for key, nodes in self.buffers.items()
+            }
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.buffers = {
+            key: [(int(d), [Sample(**s) for s in samples]) for d, samples in nodes]
+            for key, nodes in state.get("buffers", {}).items()
+        }
 
     def _linear_samples(self, episodes: list[Episode]) -> dict[str, list[Sample]]:
         cfg = self.config

@@ -39,9 +39,12 @@ def test_each_paper_preset_has_a_comlrl_1_2_variant(name):
     assert (old.algorithm.scale, old.algorithm.weight_decay) == ("none", 0.0)
     assert old.algorithm.gamma == 0.9  # a tree node: r + 0.9 * mean(children) (one turn: no effect)
     # Everything else is the current preset's.
+    if old.algorithm.rollout == "tree":  # 1.2.1 steps once per tree node
+        assert (old.algorithm.rollout_buffer_size, old.algorithm.train_batch_size) == (1, 1)
+    now = current.algorithm
     same = dataclasses.replace(
-        old.algorithm, scale=current.algorithm.scale, gamma=current.algorithm.gamma,
-        weight_decay=current.algorithm.weight_decay,
+        old.algorithm, scale=now.scale, gamma=now.gamma, weight_decay=now.weight_decay,
+        rollout_buffer_size=now.rollout_buffer_size, train_batch_size=now.train_batch_size,
     )  # fmt: skip
     assert same == current.algorithm
     assert old.trainer == current.trainer and old.policies == current.policies

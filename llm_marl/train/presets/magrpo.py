@@ -171,6 +171,12 @@ _CHE: dict[str, Any] = {
         "scale": "population-std",  # CoMLRL's advantage_normalization (see above)
         "rollout": "tree",  # CoMLRL's tree rollouts (see above)
         "early_stop": 3.8,  # early_termination_threshold -0.2 + the reward shift 4
+        # CoMLRL 1.4.3's update schedule: per-agent buffers of tree nodes, one optimizer step
+        # per turn's batch (MAGRPOConfig.schedule); rollout_buffer_size 4, train_batch_size 4
+        # in magrpo_che_config.yaml (2 and 2 in magrpo_he_config.yaml, commit 07663c1).
+        "schedule": "buffered",
+        "rollout_buffer_size": 4,
+        "train_batch_size": 4,
     },
     "policies": {
         "model": "Qwen/Qwen2.5-Coder-3B",
@@ -205,16 +211,23 @@ COMLRL_LOSS: dict[str, Any] = {
 # std ("mean baseline, no z-score normalization", _compute_loss_with_gradients, line 1369);
 # a tree node's return is r + discount * mean(children's returns) with MAGRPOConfig.discount
 # 0.9 by default (line 988); AdamW gets TrainingArguments.weight_decay, 0.0 by default (line
-# 228). Not reproduced: 1.2.1 takes one optimizer step per tree node (post-order), ours one
-# per training step. The MAGRPO paper (arXiv 2508.04652, August 2025) predates both releases;
+# 228); one optimizer step per tree node (_COMLRL_12_TREE). The MAGRPO paper (arXiv 2508.04652, August 2025) predates both releases;
 # its numbers most likely come from code closest to 1.2.1, the release nearest in time.
 COMLRL_12: dict[str, Any] = {
     "algorithm": {"scale": "none", "gamma": 0.9, "weight_decay": 0.0},
 }
+# 1.2.1 steps once per tree node (post_order_update: zero_grad, backward, step for each node):
+# a buffer of one node, one node per step (ours visits the nodes in sampling order, 1.2.1
+# children first).
+_COMLRL_12_TREE: dict[str, Any] = {
+    "algorithm": {"rollout_buffer_size": 1, "train_batch_size": 1},
+}
 
-# Ours: the clipped surrogate, sequence-mean (GRPO's reduction), no weight decay.
+# Ours: the clipped surrogate, sequence-mean (GRPO's reduction), no weight decay, one
+# optimizer step per training step (the rollout's own log-probs are the ratio's reference).
 _CLIPPED_LOSS: dict[str, Any] = {
     "algorithm": {
+        "schedule": "step",
         "loss": "clipped",
         "aggregation": "sequence-mean",
         "weight_decay": 0.0,
@@ -248,7 +261,7 @@ MAGRPO_COOP_HUMANEVAL_12 = preset(
     "magrpo-coop-humaneval-comlrl-1.2",
     "magrpo-coop-humaneval as CoMLRL 1.2.1 computes it: R - mean(R), tree discount 0.9, no wd",
     {},
-    defaults=(_RUN, _CHE, COMLRL_LOSS, COMLRL_12),
+    defaults=(_RUN, _CHE, COMLRL_LOSS, COMLRL_12, _COMLRL_12_TREE),
     tiny=_CHE_TINY,
 )
 
@@ -262,7 +275,8 @@ _HE: dict[str, Any] = {
         "env_kwargs": {"split": "33:163", "num_rounds": 2},
         "eval_env_kwargs": {"split": ":32"},
         "steps": 780,  # 6 epochs over the 130 training problems, one task per step
-    }
+    },
+    "algorithm": {"rollout_buffer_size": 2, "train_batch_size": 2},  # magrpo_he_config.yaml
 }
 
 MAGRPO_HUMANEVAL = preset(
@@ -279,8 +293,8 @@ MAGRPO_HUMANEVAL_12 = preset(
     "magrpo",
     "magrpo-humaneval-comlrl-1.2",
     "magrpo-humaneval as CoMLRL 1.2.1 computes it: R - mean(R), tree discount 0.9, no wd",
-    _HE,
-    defaults=(_RUN, _CHE, COMLRL_LOSS, COMLRL_12),
+    {},
+    defaults=(_RUN, _CHE, COMLRL_LOSS, _HE, COMLRL_12, _COMLRL_12_TREE),
     tiny={},
 )
 
