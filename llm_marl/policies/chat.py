@@ -84,6 +84,9 @@ class ChatTokenizer:
         if prompt_mode not in PROMPT_MODES:
             raise ValueError(f"prompt_mode must be one of {PROMPT_MODES}, got {prompt_mode!r}")
         self.prompt_mode = prompt_mode
+        self.max_prompt_tokens: int | None = None
+        """Keep only the last this many prompt ids (verl's ``truncation: left``); ``None``:
+        no limit. Set by a run config's ``policies.max_prompt_tokens``."""
         if prompt_mode == "chat" and getattr(tokenizer, "chat_template", None) is None:
             raise ValueError(
                 "the tokenizer has no chat template; set tokenizer.chat_template (a Jinja "
@@ -141,8 +144,18 @@ class ChatTokenizer:
         chat template adds after the first ``context.num_messages`` messages (the closing of the
         previous assistant turn, the new messages, the generation prompt). If the template does
         not render the conversation as an extension of that prefix, the whole conversation is
-        re-rendered and the context is ignored.
+        re-rendered and the context is ignored. With :attr:`max_prompt_tokens` set, a longer
+        prompt keeps only its last ``max_prompt_tokens`` ids (left truncation).
         """
+        ids, extended = self._prompt_ids(conversation, context)
+        limit = self.max_prompt_tokens
+        if limit is not None and len(ids) > limit:
+            return ids[-limit:], False
+        return ids, extended
+
+    def _prompt_ids(
+        self, conversation: Conversation, context: TokenContext | None
+    ) -> tuple[list[int], bool]:
         if self.prompt_mode == "raw":
             text = render_raw(conversation)
             return list(self.tokenizer(text, add_special_tokens=True)["input_ids"]), False

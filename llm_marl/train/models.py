@@ -90,6 +90,10 @@ class PoliciesConfig:
     agent_prompt_mode: dict[str, str] = field(default_factory=dict)
     """Per-agent ``prompt_mode`` (agent -> ``chat`` / ``raw``); agents played by one policy
     object (``share``, one frozen spec) must agree."""
+    max_prompt_tokens: dict[str, int] = field(default_factory=dict)
+    """Agent -> the most prompt tokens its local model reads: a longer prompt keeps its last
+    ones (left truncation, as verl's ``data.max_prompt_length`` with ``truncation: left``; the
+    AgentPO presets give the collaborator 256). Agents of one policy must agree."""
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra variables for every local model's chat template in ``chat`` mode, e.g.
     ``{"enable_thinking": false}`` (``--policies.chat_template_kwargs.enable_thinking false``):
@@ -146,6 +150,9 @@ class PoliciesConfig:
         # Malformed specs fail here, before any model is built, with the factory's words.
         from llm_marl.policies.chat import PROMPT_MODES
 
+        for agent, limit in self.max_prompt_tokens.items():
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                raise ValueError(f"max_prompt_tokens.{agent} must be an int >= 1, got {limit!r}")
         for where, mode in [("prompt_mode", self.prompt_mode), *self.agent_prompt_mode.items()]:
             if mode not in PROMPT_MODES:
                 raise ValueError(

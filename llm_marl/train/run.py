@@ -391,7 +391,28 @@ def _build_policies(config: RunConfig) -> dict[str, Any]:
     if pc.backend == "vllm":  # after the warm-up: the engines start from the warmed-up weights
         vllm_samplers(learners, pc)
     policies.update(learners)
+    _limit_prompts(pc, policies)
     return {a: policies[a] for a in agents}
+
+
+def _limit_prompts(config: PoliciesConfig, policies: Mapping[str, Any]) -> None:
+    """Apply ``policies.max_prompt_tokens`` to the local models that play those agents."""
+    unknown = sorted(set(config.max_prompt_tokens) - set(policies))
+    if unknown:
+        raise ConfigError(f"policies.max_prompt_tokens names {unknown}, which are not agents")
+    for agent, limit in config.max_prompt_tokens.items():
+        chat = getattr(policies[agent], "chat", None)
+        if chat is None:
+            raise ConfigError(
+                f"policies.max_prompt_tokens.{agent}: its policy builds no prompt ids (a server "
+                "or a Python function); only local models (tiny, hf:, vllm:) can be truncated"
+            )
+        others = [a for a, p in policies.items() if p is policies[agent] and a != agent]
+        if any(config.max_prompt_tokens.get(a) != limit for a in others):
+            raise ConfigError(
+                f"agents {[agent, *others]} share one policy: give them one max_prompt_tokens"
+            )
+        chat.max_prompt_tokens = limit
 
 
 class FrozenWeights:

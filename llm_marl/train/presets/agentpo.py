@@ -184,6 +184,10 @@ def _released(
             "eval_sampling": {collaborator: _COLLABORATOR_EVAL_SAMPLING, **frozen},
         },
         "algorithm": {"collaborator": collaborator},
+        # The collaborator's prompt is left-truncated to 256 tokens: max_prompt_length=256 and
+        # data.truncation='left' (scripts/train.sh lines 21 and 87, commits 8987a7e-1a91658).
+        # (The release truncates the dataset prompt; here each prompt the collaborator reads.)
+        "policies": {"max_prompt_tokens": {collaborator: 256}},
     }
 
 
