@@ -283,9 +283,10 @@ def agent_turn_advantages(
     >>> def ep(i, r):  # agent "a" acts at steps 0 and 1
     ...     turns = [Turn("a", 0, "x"), Turn("a", 1, "y")]
     ...     return Episode("t", 0, i, {"a": Trajectory("a", "p", True, turns)}, [r, 1.0 - r])
-    >>> adv = agent_turn_advantages([ep(0, 1.0), ep(1, 0.0)], ["a"], gamma=0.0, scale="none")
-    >>> adv["a"]
-    [[0.5, -0.5], [-0.5, 0.5]]
+    >>> by_agent = agent_turn_advantages([ep(0, 1.0), ep(1, 0.0)], ["a"], 0.0, "none")
+    >>> adv = by_agent["a"]
+    >>> adv[0], adv[1]  # episode 0's turns, episode 1's: rewards (1, 0) and (0, 1)
+    ([0.5, -0.5], [-0.5, 0.5])
     """
     return {
         agent: turn_advantages(group, agent, gamma, "mean", scale, reward_fn) for agent in agents
@@ -315,8 +316,8 @@ def per_agent_advantages(
     ...     turns = [Turn("a", s, "x") for s in range(len(rewards))]
     ...     return Episode("t", 0, i, {"a": Trajectory("a", "p", True, turns)}, rewards)
     >>> adv = per_agent_advantages([ep(0, [1.0, 0.0]), ep(1, [0.0])], "a", 0.0, scale="none")
-    >>> [[round(a, 3) for a in row] for row in adv]  # pooled mean 1/3
-    [[0.667, -0.333], [-0.333]]
+    >>> [round(a, 3) for row in adv for a in row]  # pooled returns (1, 0, 0): mean 1/3
+    [0.667, -0.333, -0.333]
     """
     returns = [turn_returns(ep, agent, gamma, reward_fn) for ep in group]
     pooled = group_advantages([r for rs in returns for r in rs], "mean", scale)
@@ -405,8 +406,9 @@ def step_group_advantages(
     ...     turns = [Turn("a", s, "x", observation=[{"content": o}]) for s, o in enumerate(states)]
     ...     return Episode("t", 0, i, {"a": Trajectory("a", "p", True, turns)}, rewards)
     >>> group = [ep(0, [0.0, 1.0], ["s", "u"]), ep(1, [0.0, 0.0], ["s", "u"])]
-    >>> step_group_advantages(group, "a", gamma=1.0)
-    [[1.0, 1.0], [-1.0, -1.0]]
+    >>> adv = step_group_advantages(group, "a", gamma=1.0)
+    >>> adv[0], adv[1]
+    ([1.0, 1.0], [-1.0, -1.0])
     """
     totals = [sum(reward_fn(ep)) for ep in group]
     episode_adv = group_advantages(totals, "mean", scale)
