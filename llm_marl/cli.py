@@ -248,13 +248,24 @@ def _play(args: argparse.Namespace) -> int:
     import llm_marl
 
     env_kwargs = _parse_env_args(args.env_arg)
+    if args.seed is not None and not 0 <= args.seed < 2**32:
+        raise ConfigError(f"--seed must be in [0, 2**32), got {args.seed}")
     try:
         env = llm_marl.make(args.env_id, render_mode="ansi", **env_kwargs)
-    except (TypeError, ValueError) as exc:
+    except Exception as exc:
         if isinstance(exc, LLMMarlError) or not env_kwargs:
             raise
-        # A constructor rejecting a value the user gave with --env-arg.
-        raise ConfigError(f"{args.env_id} with --env-arg {env_kwargs}: {exc}") from exc
+        # A constructor rejecting a value the user gave with --env-arg: name each given
+        # argument with the type its text was read as.
+        given = ", ".join(f"{k}={v!r} ({type(v).__name__})" for k, v in env_kwargs.items())
+        raise ConfigError(f"{args.env_id} refused --env-arg {given}: {exc}") from exc
+    if args.task_id is not None:
+        ids = [str(t.get("task_id")) for t in env.unwrapped.tasks]
+        if args.task_id not in ids:
+            raise ConfigError(
+                f"--task-id {args.task_id!r} is not a task of {args.env_id} ({len(ids)} tasks, "
+                f"e.g. {', '.join(ids[:3])})"
+            )
     options = {"task_id": args.task_id} if args.task_id else None
     obs, infos = env.reset(seed=args.seed, options=options)
     rng = np.random.default_rng(args.seed)

@@ -22,6 +22,7 @@ import dataclasses
 import inspect
 import os
 import random
+import re
 import shutil
 import tempfile
 import threading
@@ -123,10 +124,19 @@ def _distinct_prompts(prompt_ids: Sequence[Sequence[int]]) -> tuple[list[int], l
     return first_rows, rows
 
 
-def _existing_path_or_hub_id(model: str | os.PathLike[str]) -> str:
-    """``model`` as a string; a local path (absolute, ``./``, ``../``, ``~``) must exist.
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+HUB_PROBE_TIMEOUT = 5.0
+"""Seconds the Hub gets to accept a connection before a model lookup is refused (transformers
+would otherwise retry for tens of seconds before failing with a long traceback)."""
 
-    Without this check transformers reads a missing directory as a malformed Hub repo id.
+
+def _existing_path_or_hub_id(model: str | os.PathLike[str]) -> str:
+    """``model`` as a string, checked before transformers reads it; ``ConfigError`` otherwise.
+
+    A local path (absolute, ``./``, ``../``, ``~``, or any existing directory) must exist;
+    anything else must be a well-formed Hub id, and when it is not in the local Hub cache the
+    Hub must be reachable now: not with ``HF_HUB_OFFLINE`` set, and a TCP connection to the
+    endpoint within :data:`HUB_PROBE_TIMEOUT` seconds.
     """
     text = os.fspath(model)
     looks_local = (
@@ -135,12 +145,80 @@ def _existing_path_or_hub_id(model: str | os.PathLike[str]) -> str:
         or text in (".", "..", "~")
         or text.startswith(("./", "../", "~/", ".\\", "..\\"))
     )
-    if looks_local and not os.path.exists(os.path.expanduser(text)):
+    if looks_local or os.path.isdir(text):
+        if not os.path.exists(os.path.expanduser(text)):
+            raise ConfigError(
+                f"model path {text!r} does not exist: pass a directory written by "
+                "save_pretrained (or build_tiny_lm), or a Hub id such as "
+                "'Qwen/Qwen2.5-0.5B-Instruct'"
+            )
+        return os.path.expanduser(text)
+    if not _HUB_ID.fullmatch(text) or len(text) > 96:
         raise ConfigError(
-            f"model path {text!r} does not exist: pass a directory written by save_pretrained "
-            "(or build_tiny_lm), or a Hub id such as 'Qwen/Qwen2.5-0.5B-Instruct'"
+            f"model {text!r} is neither an existing directory nor a Hub id ('name' or "
+            "'org/name', e.g. 'Qwen/Qwen2.5-0.5B-Instruct')"
         )
-    return os.path.expanduser(text) if looks_local else text
+    _check_hub_reachable(text)
+    return text
+
+
+def _check_hub_reachable(repo: str) -> None:
+    """ConfigError unless ``repo`` is in the local Hub cache or the Hub can be reached now."""
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(repo, "config.json"), str):
+        return  # cached: transformers loads it without the network
+    # Read now, not at import: the process may have set them since.
+    flag = os.environ.get("HF_HUB_OFFLINE", os.environ.get("TRANSFORMERS_OFFLINE", ""))
+    if flag.strip().lower() in ("1", "true", "yes", "on"):
+        raise ConfigError(
+            f"model {repo!r} is not in the local Hub cache and HF_HUB_OFFLINE is set: "
+            "download it first, pass a local directory, or unset HF_HUB_OFFLINE"
+        )
+    import socket
+    from urllib.parse import urlsplit
+
+    url = os.environ.get("HF_ENDPOINT", constants.ENDPOINT)
+    endpoint = urlsplit(url)
+    host = endpoint.hostname or "huggingface.co"
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT).close()
+    except OSError as exc:
+        raise ConfigError(
+            f"model {repo!r} is not in the local Hub cache and the Hub ({url}) "
+            f"cannot be reached ({exc}): check the network, or pass a local directory"
+        ) from None
+
+
+def check_device(device: str | None) -> None:
+    """ConfigError unless ``device`` (a torch device string; None: the default) is usable here."""
+    if device is None:
+        return
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ConfigError(
+            f"device {device!r} is not a torch device: use 'cpu', 'cuda' or 'cuda:N'"
+        ) from None
+    if parsed.type == "cpu":
+        return
+    if parsed.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ConfigError(
+                f"device {device!r}: CUDA is not available here (torch {torch.__version__}, "
+                "no usable GPU); use --device cpu"
+            )
+        if parsed.index is not None and parsed.index >= count:
+            raise ConfigError(f"device {device!r}: there are only {count} CUDA device(s)")
+        return
+    backend = getattr(torch.backends, parsed.type, None)
+    available = getattr(backend, "is_available", None)
+    if not (callable(available) and available()):
+        raise ConfigError(f"device {device!r} is not available here; use --device cpu")
 
 
 def _resolve_dtype(dtype: Any, device: str) -> Any:
@@ -368,6 +446,7 @@ class HFPolicy(ChatTokenPolicy):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         model_path: str | None = None
+        check_device(device)
         if isinstance(model, (str, os.PathLike)):
             model_path = _existing_path_or_hub_id(model)
             device = device or "cpu"

@@ -239,13 +239,17 @@ def trainable_policies(
     under ``out``; policy ``i`` is seeded with ``seed + i``.
     """
     from llm_marl.policies import HFPolicy
+    from llm_marl.policies.hf import _existing_path_or_hub_id, check_device
 
     agents = list(agents)
     built = agents[:1] if config.share else agents
+    # A device or model that is not there: one line now, not a traceback after the build.
+    check_device(config.device)
     if config.model == TINY:
         paths = tiny_models(out, built, seed)
     else:  # "hf:./tiny" names a directory called tiny
-        paths = dict.fromkeys(built, config.model.removeprefix("hf:"))
+        source = _existing_path_or_hub_id(config.model.removeprefix("hf:"))
+        paths = dict.fromkeys(built, source)
     device = config.device or _default_device()
     if config.lora:
         from peft import LoraConfig
