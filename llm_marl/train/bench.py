@@ -19,12 +19,13 @@ The table, per algorithm, over seeds (mean ± sample std):
 * **wall time**: seconds per run, model building and warm-up included.
 
 ``--workers N`` runs N runs at once in separate processes (one torch thread each), for a
-machine with cores to spare; results do not depend on it.
+machine with cores to spare. Every run is seeded; a run's numbers can still differ in the last
+bits between thread counts (torch's CPU reductions split their work by thread).
 
 Example (the docs' CPU table)::
 
     llm-marl bench algos --env coordination-v0 --algos magrpo,at-grpo,drmas,rae \\
-        --seeds 0,1,2 --steps 60 --eval-every 10
+        --seeds 0,1,2 --steps 40 --eval-every 10 --set trainer.tasks_per_step=3 --workers 2
 """
 
 from __future__ import annotations
@@ -262,12 +263,18 @@ def plot_curves(runs: Sequence[BenchRun], path: str | Path, title: str) -> Path:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for algo in dict.fromkeys(r.algo for r in runs):
+    # Dashes and markers differ per algorithm: identical curves (AT-GRPO and Dr. MAS on a
+    # single-turn env) stay visible on top of each other.
+    styles = [("-", "o"), ("--", "s"), ("-.", "^"), (":", "D")]
+    for k, algo in enumerate(dict.fromkeys(r.algo for r in runs)):
         mine = [r for r in runs if r.algo == algo]
         steps = sorted(set.intersection(*(set(r.steps) for r in mine)))
         stats = [_mean_std([r.rewards[r.steps.index(s)] for r in mine]) for s in steps]
         mean = [m for m, _ in stats]
-        line = ax.plot(steps, mean, marker="o", markersize=3, label=f"{algo} (n={len(mine)})")
+        dash, marker = styles[k % len(styles)]
+        line = ax.plot(
+            steps, mean, dash, marker=marker, markersize=4, label=f"{algo} (n={len(mine)})"
+        )
         ax.fill_between(
             steps,
             [m - s for m, s in stats],
