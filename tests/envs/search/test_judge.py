@@ -7,6 +7,7 @@ import math
 import pytest
 
 import llm_marl
+from llm_marl.errors import InfrastructureError
 from llm_marl.policies.base import ScriptedPolicy
 from llm_marl.rollout.judges import ANSWER_RUBRIC, AnswerJudge
 
@@ -19,8 +20,8 @@ def _grader(seen: list[str]):
     def grade(conversation):
         prompt = conversation[-1]["content"]
         seen.append(prompt)
-        predicted = prompt.split("Predicted answer:\n", 1)[1].strip().lower()
-        golds = prompt.split("Gold answers:\n", 1)[1].split("\n\n", 1)[0]
+        predicted = prompt.split("<prediction>\n", 1)[1].split("\n</prediction>")[0].lower()
+        golds = prompt.split("<gold_answers>\n", 1)[1].split("\n</gold_answers>")[0]
         for gold, aliases in ALIASES.items():
             if f"- {gold}" in golds and predicted in aliases:
                 return "CORRECT"
@@ -66,7 +67,9 @@ def test_with_exact_match_accuracy_the_verdict_is_reported_not_rewarded():
 
 def test_an_unreadable_verdict_never_rewards_and_is_counted():
     judge = AnswerJudge(ScriptedPolicy(lambda c: "Well, it depends.", name="judge"))
-    assert judge("Q?", "Ostra", ["Ostra"]) == 0.0 and judge.unparsed == 1
+    with pytest.raises(InfrastructureError, match="could not be read"):
+        judge("Q?", "Ostra", ["Ostra"])
+    assert judge.unparsed == 1
     # "INCORRECT" contains "CORRECT": the whole word decides.
     judge = AnswerJudge(ScriptedPolicy(lambda c: "INCORRECT", name="judge"))
     assert judge("Q?", "Ostra", ["Ostra"]) == 0.0 and judge.unparsed == 0

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import llm_marl
+from llm_marl.errors import InfrastructureError
 from llm_marl.eval.writing import rouge_scores, writing_metrics
 from llm_marl.policies.base import ScriptedPolicy
 from llm_marl.rollout.judges import JUDGE_RUBRIC, PolicyJudge
@@ -106,7 +107,9 @@ def test_policy_judge_reads_the_score_and_never_rewards_nonsense():
     task = {"task_id": "t", "post": "A post about a kitten."}
     assert judge(task, "one", "two") == 1.0
     assert JUDGE_RUBRIC in seen[0]
-    assert judge({"task_id": "u", "post": "x"}, "a", "b") == 0.0 and judge.unparsed == 1
+    with pytest.raises(InfrastructureError, match="could not be read"):
+        judge({"task_id": "u", "post": "x"}, "a", "b")  # the episode is truncated unscored
+    assert judge.unparsed == 1
     env = llm_marl.make("tldr-v0", dataset="tldr_sample", judge=judge, reward={"judge_weight": 0.5})
     env.reset(options={"task_id": "tldr-sample/0"})
     _, _, comps = env.unwrapped.score("w " * 10, "v " * 10)
