@@ -382,8 +382,12 @@ def _build_policies(config: RunConfig) -> dict[str, Any]:
         if spec != TINY:  # each frozen tiny agent is a model of its own (its own seed)
             by_spec[spec] = policies[agent]
     kl = getattr(config.algorithm, "kl_coef", 0.0) > 0
-    learners = trainable_policies(pc, trainable, out, seed=tc.seed, reference=kl)
-    if pc.format_warmup_steps:
+    # LoRA: the warm-up teaches the base on full weights, before the adapters exist.
+    base_warmup = warmup if pc.format_warmup_steps and pc.lora else None
+    learners = trainable_policies(
+        pc, trainable, out, seed=tc.seed, reference=kl, base_warmup=base_warmup
+    )
+    if pc.format_warmup_steps and not pc.lora:
         # Also when resuming: the checkpoint then replaces the weights, and the KL reference
         # keeps the warmed-up start, as in the uninterrupted run.
         losses = warmup(learners)
