@@ -102,6 +102,8 @@ __all__ = ["REWARDS", "WebSearchEnv", "WebSearchSingleEnv", "cap_tokens"]
 
 REWARDS = ("matpo", "em", "f1")
 """Which component is the step reward (``reward=``)."""
+FORMAT_SCORES = ("turns", "release")
+"""How ``websearch-v0`` combines its turns' tool-format scores (``format_score=``)."""
 
 DELEGATE = Tool(
     name="delegate",
@@ -337,13 +339,17 @@ class _SearchEnv(LLMParallelEnv, abstract=True):
                     name=message["name"],
                 )
 
-    def score(self, final_reply: str, format_scores: list[float]) -> Transition:
-        """The final transition: components, reward and success of an answer."""
+    def score(
+        self, final_reply: str, format_scores: list[float], fmt: float | None = None
+    ) -> Transition:
+        """The final transition: components, reward and success of an answer (``fmt``: the
+        format score, when not the mean of ``format_scores``)."""
         golds = list(self.task["answers"])
         answer = extract_answer(final_reply)
         em = exact_match(answer, golds)
         f1 = token_f1(answer, golds)
-        fmt = sum(format_scores) / len(format_scores) if format_scores else 1.0
+        if fmt is None:
+            fmt = sum(format_scores) / len(format_scores) if format_scores else 1.0
         components = {"em": em, "f1": f1, "format": fmt}
         if self.judge is not None:
             components["judge"] = self._judged(answer, golds)
@@ -384,7 +390,14 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
     ``max_tool_output_tokens``, ``reward``, ``accuracy``, weights):
         max_planner_turns: planner turns per episode (its last one must answer).
         max_delegations: delegations per episode; further ``delegate`` calls get an error.
-        max_worker_turns: tool turns per worker conversation (K); then it must report.
+            The release lets the planner call a tool on each of its ``max_turns`` (20) turns,
+            so ``matpo-paper`` sets 20.
+        max_worker_turns: tool turns per worker conversation (K); then it must report (one
+            more turn, told so: the forced final summary).
+        format_score: ``"turns"`` (default: the mean over every turn that holds tool-call
+            blocks, planner and workers alike) or ``"release"`` (MATPO's release, as issue 24's
+            comparison reads it: ``0.5 * (planner + mean over worker rollouts)``, each the mean
+            of its own turns' scores, the worker part 0 when no worker was spawned).
     """
 
     metadata = {"name": "websearch-v0"}
@@ -397,8 +410,12 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
         max_planner_turns: int = 4,
         max_delegations: int = 3,
         max_worker_turns: int = 4,
+        format_score: str = "turns",
         **kwargs: Any,
     ) -> None:
+        if format_score not in FORMAT_SCORES:
+            raise ValueError(f"format_score must be one of {FORMAT_SCORES}, got {format_score!r}")
+        self.format_score = format_score
         self.max_planner_turns = check_int(max_planner_turns, "max_planner_turns")
         self.max_delegations = check_int(max_delegations, "max_delegations")
         self.max_worker_turns = check_int(max_worker_turns, "max_worker_turns")
@@ -416,6 +433,8 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
         self.worker_turns = 0
         self.pending_call = ""
         self.format_scores: list[float] = []
+        self.planner_formats: list[float] = []
+        self.worker_formats: list[list[float]] = []  # one list per worker rollout
         self.say(
             "planner",
             "You are a planner answering a question with the help of worker agents. Delegate "
@@ -439,8 +458,10 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
         last_turn = self.turns_taken("planner") >= self.max_planner_turns
         parsed = self.planner_tools.parse(text)
         _format_score(parsed, self.format_scores)
+        _format_score(parsed, self.planner_formats)
         if not parsed.items or last_turn:
-            return self.score(parsed.text if parsed.items else text, self.format_scores)
+            fmt = self._release_format() if self.format_score == "release" else None
+            return self.score(parsed.text if parsed.items else text, self.format_scores, fmt)
         spawned = False
         for item in parsed.items:
             if not isinstance(item, ToolCall):
@@ -479,6 +500,7 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
     def _delegate(self, call: ToolCall) -> None:
         self.delegations += 1
         self.worker_turns = 0
+        self.worker_formats.append([])
         self.pending_call = call.id
         self.spawn("worker", parent="planner")
         self.brief_web_agent(
@@ -489,9 +511,19 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
         )
         self.say("worker", str(call.arguments["subtask"]))
 
+    def _release_format(self) -> float:
+        """``0.5 * (planner + mean over worker rollouts)`` (see ``format_score``)."""
+
+        def mean(scores: list[float]) -> float:
+            return sum(scores) / len(scores) if scores else 1.0
+
+        workers = [mean(s) for s in self.worker_formats]
+        return 0.5 * (mean(self.planner_formats) + (mean(workers) if workers else 0.0))
+
     def _worker(self, text: str) -> Transition:
         parsed = self.web_tools.parse(text)
         _format_score(parsed, self.format_scores)
+        _format_score(parsed, self.worker_formats[-1])
         if parsed.items and self.worker_turns < self.max_worker_turns:
             self.worker_turns += 1
             self.run_tools("worker", parsed)

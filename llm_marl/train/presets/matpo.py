@@ -72,6 +72,10 @@ MATPO_PAPER = preset(
                 "split": "100:",
                 "max_planner_turns": 20,
                 "max_worker_turns": 20,
+                # The release lets the planner call a tool on every one of its 20 turns.
+                "max_delegations": 20,
+                # The release's format score: 0.5 x (planner + mean over worker rollouts).
+                "format_score": "release",
                 "accuracy_weight": 0.9,
                 "format_weight": 0.1,
             },
