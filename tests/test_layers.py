@@ -28,6 +28,7 @@ LAYER = {
     "policies": 2,
     "rollout": 3,
     "algos": 4,
+    "distributed": 4,
     "train": 5,
     "eval": 5,
     "integrations": 6,
@@ -130,6 +131,55 @@ def test_the_checker_itself_catches_what_it_should(
     (fake / "__init__.py").write_text("")
     (fake / part / "__init__.py").write_text(source)
     problems = _violations(fake)
+    if expected is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and expected in problems[0]
+
+
+def _ray_imports(root: Path = PACKAGE) -> list[str]:
+    """Ray is an optional extra: only ``distributed/`` imports it, and only inside functions."""
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        inside = _part(_module_name(path, root)) == "distributed"
+        top_level = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            if not any(n == "ray" or n.startswith("ray.") for n in names):
+                continue
+            if not inside:
+                problems.append(f"{path}:{node.lineno}: imports ray outside llm_marl/distributed")
+            elif id(node) in top_level:
+                problems.append(f"{path}:{node.lineno}: imports ray at import time")
+    return problems
+
+
+def test_ray_is_imported_only_lazily_inside_distributed() -> None:
+    problems = _ray_imports()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    ("part", "source", "expected"),
+    [
+        ("distributed", "import ray\n", "at import time"),
+        ("rollout", "def f():\n    import ray\n", "outside"),
+        ("distributed", "def f():\n    from ray.util import x\n", None),
+    ],
+)
+def test_the_ray_check_can_fail(
+    tmp_path: Path, part: str, source: str, expected: str | None
+) -> None:
+    fake = tmp_path / "llm_marl"
+    (fake / part).mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / part / "__init__.py").write_text(source)
+    problems = _ray_imports(fake)
     if expected is None:
         assert problems == []
     else:

@@ -83,6 +83,7 @@ class EvalOptions(TypedDict, total=False):
     progress: bool
     episodes_path: str | os.PathLike[str] | None
     return_episodes: bool
+    executor: Any
 
 
 def evaluate(
@@ -102,6 +103,7 @@ def evaluate(
     metrics: ExtraMetrics | None = None,
     record_fields: RecordFields | None = None,
     columns: Sequence[Column] = (),
+    executor: Any = "local",
 ) -> dict[str, Any]:
     """Evaluate a team on benchmarks; return a JSON-ready report.
 
@@ -127,6 +129,10 @@ def evaluate(
         return_episodes: also return the records, ``report["episodes"][benchmark]``.
         metrics, record_fields, columns: a family's extra metrics (from the scored records of a
             benchmark), extra record fields (from each episode) and extra table columns.
+        executor: ``"local"`` (play in this process), ``"ray"`` (a
+            :class:`~llm_marl.distributed.RayExecutor` with default resources, started here and
+            shut down at the end), or an executor object (started and stopped by the caller).
+            The episodes are the same either way.
 
     Returns:
         ``{"env_id", "policies", "samples", "k", "env_kwargs", "benchmarks": {name: {"env_id",
@@ -155,6 +161,7 @@ def evaluate(
             stacklevel=2,
         )
 
+    runner, owned = _executor(executor)
     started = time.perf_counter()
     plans = [(row, _resolve(row, common, limit, agents)) for row in rows]
     total = sum(len(tasks) for _, (tasks, _, _) in plans) * samples
@@ -185,6 +192,7 @@ def evaluate(
                     env_kwargs=kwargs or None,
                     progress=False,  # the one bar above counts the episodes of every batch
                     raise_if_env_always_fails=True,
+                    executor=runner,
                 )
                 batch = [
                     episode_record(
@@ -204,6 +212,8 @@ def evaluate(
         bar.close()
         if writer is not None:
             writer.close()
+        if owned:
+            runner.shutdown()
     keys = [f"pass@{k}" for k in ks] + ["mean_reward"] + [c.key for c in columns]
     report["averages"] = averages(report["benchmarks"], keys)
     report["average"] = report["averages"]["pass@1"] if 1 in ks else None
@@ -216,6 +226,19 @@ def evaluate(
     if return_episodes:
         report["episodes"] = kept
     return report
+
+
+def _executor(executor: Any) -> tuple[Any, bool]:
+    """``(executor object or None, whether this evaluation owns it)`` for ``executor=``."""
+    if executor == "local" or executor is None:
+        return None, False
+    if executor == "ray":
+        from llm_marl.distributed import RayExecutor
+
+        return RayExecutor(), True
+    if isinstance(executor, str) or not callable(getattr(executor, "collect", None)):
+        raise ConfigError(f"executor must be 'local', 'ray' or an executor, got {executor!r:.60}")
+    return executor, False
 
 
 def _benchmarks(benchmarks: Any) -> list[Benchmark]:

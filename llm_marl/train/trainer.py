@@ -24,10 +24,11 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from llm_marl.algos import Algorithm
-from llm_marl.errors import DiskFullError, TrainingError
+from llm_marl.distributed.resources import EngineBackend, FullSync, RayResources
+from llm_marl.errors import ConfigError, DiskFullError, TrainingError
 from llm_marl.policies.base import Policy, SamplingParams, per_agent_sampling
 from llm_marl.rollout import collect
 from llm_marl.rollout.collect import check_policies, check_share_frozen
@@ -122,8 +123,48 @@ class TrainerConfig:
     E.g. ``("actor",)`` on ``math_critic-v0`` with a sampling actor: the group's ``G`` critiques
     critique one live draft. Trainable agents are refused. Evaluation never shares: it
     estimates the team's reward from independent episodes."""
+    executor: Literal["local", "ray"] = "local"
+    """Where rollouts run: ``"local"`` (this process) or ``"ray"`` (env workers and generation
+    engines as Ray actors, ``pip install 'llm_marl[ray]'``; the same episodes, see
+    ``docs/guides/scaling.md``). The fields below apply to ``"ray"`` only."""
+    ray_address: str | None = None
+    """Ray cluster: ``None`` starts a local one, ``"auto"`` joins the one ``ray start`` runs
+    here, ``"HOST:PORT"`` a head node."""
+    env_workers: int = 2
+    """Env worker actors (each plays a shard of every step's groups, with its sandboxes)."""
+    engines: int = 1
+    """Generation engine actors per model (LoRA adapters over one base count once)."""
+    gpus_per_engine: float = 0.0
+    """GPUs per engine (``0``: CPU; a fraction shares a GPU between engines)."""
+    cpus_per_engine: float = 1.0
+    """CPUs per engine."""
+    cpus_per_env_worker: float = 1.0
+    """CPUs per env worker."""
+    engine_backend: EngineBackend = "hf"
+    """What samples in an engine: ``"hf"`` (transformers) or ``"vllm"`` (needs a GPU)."""
+    full_sync: FullSync = "auto"
+    """Full-weight sync to engines: ``"gloo"`` (torch.distributed), ``"files"``, or
+    ``"auto"`` (gloo, files when the group cannot form). LoRA adapters go through Ray's
+    object store."""
+
+    def ray_resources(self) -> RayResources:
+        """The ``executor="ray"`` fields as :class:`~llm_marl.distributed.RayResources`."""
+        return RayResources(
+            address=self.ray_address,
+            env_workers=self.env_workers,
+            engines=self.engines,
+            gpus_per_engine=self.gpus_per_engine,
+            cpus_per_engine=self.cpus_per_engine,
+            cpus_per_env_worker=self.cpus_per_env_worker,
+            engine_backend=self.engine_backend,
+            full_sync=self.full_sync,
+        )
 
     def __post_init__(self) -> None:
+        if self.executor not in ("local", "ray"):
+            raise ConfigError(f"executor must be 'local' or 'ray', got {self.executor!r}")
+        if self.executor == "ray":
+            self.ray_resources()  # one-line ConfigError on a bad resource field, before Ray
         for name in ("steps", "tasks_per_step", "group_size", "eval_group_size", "log_every"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -217,6 +258,17 @@ class Trainer:
         self.output_dir = Path(self.config.output_dir)
         self.log_every = self.config.log_every or max(1, self.config.steps // 20)
         self.step = 0
+        self.executor: Any = None
+        """The :class:`~llm_marl.distributed.RayExecutor` of ``executor="ray"`` (its actors
+        start at the first rollout and stop when :meth:`train` returns or is interrupted)."""
+        if self.config.executor == "ray":
+            if getattr(getattr(algorithm, "config", None), "rollout", "linear") != "linear":
+                raise ConfigError(
+                    "executor='ray' plays linear rollouts only; tree rollouts run locally"
+                )
+            from llm_marl.distributed.executor import RayExecutor
+
+            self.executor = RayExecutor(self.config.ray_resources())
 
     # ------------------------------------------------------------------ helpers
 
@@ -331,6 +383,7 @@ class Trainer:
             env_kwargs=kwargs if isinstance(self.env, str) else None,
             progress=False,
             max_workers=self.config.max_workers,
+            executor=self.executor,
         )
 
     # ------------------------------------------------------------------ evaluation
@@ -459,6 +512,8 @@ class Trainer:
         finally:
             bar.close()
             logger.close()
+            if self.executor is not None:  # also on Ctrl-C: no actor outlives the run
+                self.executor.shutdown()
         plot_path = None
         if cfg.plot:
             plot_path = plot_rewards(
@@ -498,6 +553,7 @@ class Trainer:
             max_workers=cfg.max_workers,
             # Only when set: an algorithm's own collect() need not know the option otherwise.
             **({"share_frozen": cfg.share_frozen} if cfg.share_frozen else {}),
+            **({"executor": self.executor} if self.executor is not None else {}),
         )
         t1 = time.perf_counter()
         ok: list[Any] = [r for r in rollouts if r.ok]
@@ -521,7 +577,9 @@ class Trainer:
         :meth:`train` calls it before the first rollout (after loading a checkpoint) and
         :meth:`train_step` after every update: an ``HFPolicy`` whose ``generation_engine`` is
         a vLLM engine pushes its current weights (or LoRA adapter) to it; without an engine it
-        does nothing.
+        does nothing. Under ``executor="ray"`` the executor's engines get the weights too
+        (:meth:`RayExecutor.sync_weights <llm_marl.distributed.executor.RayExecutor.sync_weights>`;
+        engines not started yet are built from the current weights when they start).
         """
         seen: set[int] = set()
         for policy in self.policies.values():
@@ -531,6 +589,8 @@ class Trainer:
             after_update = getattr(policy, "after_update", None)
             if callable(after_update):
                 after_update()
+        if self.executor is not None:  # executor="ray": the remote engines (once started)
+            self.executor.sync_weights()
 
     def _check_resumed_algorithm(self, ckpt: Path, meta: Mapping[str, Any]) -> None:
         """Warn when the checkpoint was trained by another algorithm (its state still loaded)."""

@@ -1,0 +1,449 @@
+"""The Ray executor: ``collect`` over env worker actors and generation engine actors.
+
+:class:`RayExecutor` is what ``TrainerConfig(executor="ray")`` and
+``evaluate(executor="ray")`` use; anything that calls :func:`~llm_marl.rollout.collect` can
+pass one as ``collect(..., executor=...)``. It
+
+* starts (or joins) a Ray cluster and checks that it can hold the actors, before starting any;
+* places one engine pool per model (``engines`` actors, each with ``gpus_per_engine`` GPUs) and
+  ``env_workers`` env worker actors with one placement group;
+* splits each ``collect`` call's tasks (whole GRPO groups) into contiguous shards, one per env
+  worker, with their global task indices, so the episodes are exactly those of a local call
+  (per-request seeds, global group ids; see :mod:`llm_marl.rollout.collect`);
+* after every update (:meth:`sync_weights`) sends the trainable policies' new weights to their
+  engines (LoRA through the object store; full weights over a gloo group, files as fallback)
+  and bumps their version; every episode records the versions it was sampled with and a stale
+  episode is refused (an ``error`` episode);
+* turns a worker or engine that dies mid-call into ``error`` episodes (Ray restarts the actor;
+  a restarted engine gets the current weights before the next call), and shuts every actor
+  down on :meth:`shutdown` (the Trainer calls it when training ends, Ctrl-C included).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from llm_marl.distributed.engine import Engine
+from llm_marl.distributed.recipes import Plan, plan
+from llm_marl.distributed.resources import RayResources, check_cluster
+from llm_marl.distributed.weights import adapter_state, open_store, send_full
+from llm_marl.distributed.worker import EnvWorker, Route
+from llm_marl.errors import ConfigError
+from llm_marl.policies.base import Policy, SamplingParams
+from llm_marl.policies.hf import HFPolicy
+from llm_marl.rollout.collect import FAILED_WARN_FRACTION, check_task_indices, group_id
+from llm_marl.rollout.types import Episode, Trajectory
+
+PLACEMENT_TIMEOUT_S = 120.0
+"""How long the actors' placement group may wait for room in the cluster."""
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:  # pragma: no cover - the extra is missing
+        raise ConfigError("executor='ray' needs Ray: pip install 'llm_marl[ray]'") from None
+    return ray
+
+
+class RayExecutor:
+    """Runs ``collect`` on Ray actors (see the module docstring).
+
+    Args:
+        resources: what to start (defaults: a local cluster, 2 env workers, 1 CPU engine).
+        batch_wait_s: how long an engine waits for other workers' requests to join a batch.
+        init_kwargs: extra ``ray.init`` arguments when this executor starts the cluster
+            (e.g. ``num_cpus`` in tests).
+    """
+
+    def __init__(
+        self,
+        resources: RayResources | None = None,
+        *,
+        batch_wait_s: float = 0.005,
+        init_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.resources = resources or RayResources()
+        self.batch_wait_s = batch_wait_s
+        self.init_kwargs = dict(init_kwargs or {})
+        self.plan: Plan | None = None
+        self.engines: list[list[Any]] = []
+        """Per engine pool, its actor handles."""
+        self.workers: list[Any] = []
+        self.versions: dict[str, int] = {}
+        self._adapter_refs: dict[str, Any] = {}
+        # The actors' constructor arguments in the object store: held for as long as the
+        # actors live, because Ray rebuilds a restarted actor from them.
+        self._pinned: list[Any] = []
+        self._placement: Any = None
+        self._started_ray = False
+        self._sync_dir: str | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, policies: Mapping[str, Policy]) -> None:
+        """Start the actors for ``{agent: policy}`` (once; later calls check it is the same)."""
+        if self.plan is not None:
+            same = plan(policies)
+            if same.keys != self.plan.keys or any(
+                same.policies[k] is not self.plan.policies[k] for k in same.policies
+            ):
+                raise ConfigError(
+                    "this RayExecutor was started for other policies; use one executor per "
+                    "set of policies"
+                )
+            return
+        ray = _ray()
+        r = self.resources
+        if not ray.is_initialized():
+            if r.address is not None:
+                ray.init(address=r.address, **self.init_kwargs)
+            else:
+                ray.init(**{"include_dashboard": False, **self.init_kwargs})
+            self._started_ray = True
+        p = plan(policies)
+        check_cluster(r, len(p.recipes), ray.cluster_resources())
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        bundles: list[dict[str, float]] = []
+        for _ in p.recipes:
+            for _ in range(r.engines):
+                bundles.append({"CPU": r.cpus_per_engine, "GPU": r.gpus_per_engine})
+        bundles += [{"CPU": r.cpus_per_env_worker} for _ in range(r.env_workers)]
+        bundles = [{k: v for k, v in b.items() if v > 0} or {"CPU": 0.001} for b in bundles]
+        pg = placement_group(bundles, strategy="PACK")
+        ready, _ = ray.wait([pg.ready()], timeout=PLACEMENT_TIMEOUT_S)
+        if not ready:
+            ray.util.remove_placement_group(pg)
+            raise ConfigError(
+                f"the Ray cluster could not place {len(bundles)} actor(s) within "
+                f"{PLACEMENT_TIMEOUT_S:.0f}s: lower env_workers / engines or free the cluster"
+            )
+        self._placement = pg
+
+        def at(i: int) -> Any:
+            return PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i)
+
+        engine_cls = ray.remote(Engine)
+        worker_cls = ray.remote(EnvWorker)
+        device = "cuda" if r.gpus_per_engine > 0 else "cpu"
+        bundle = 0
+        self.engines = []
+        for recipe in p.recipes:
+            ref = ray.put(recipe)  # one copy in the object store for all engines and restarts
+            self._pinned.append(ref)
+            pool = []
+            for _ in range(r.engines):
+                pool.append(
+                    engine_cls.options(
+                        num_cpus=r.cpus_per_engine,
+                        num_gpus=r.gpus_per_engine,
+                        max_restarts=-1,
+                        max_task_retries=0,
+                        max_concurrency=64,
+                        scheduling_strategy=at(bundle),
+                    ).remote(ref, device, r.engine_backend, self.batch_wait_s)
+                )
+                bundle += 1
+            self.engines.append(pool)
+        local = ray.put(p.local)
+        self._pinned.append(local)
+        self.workers = [
+            worker_cls.options(
+                num_cpus=r.cpus_per_env_worker,
+                max_restarts=-1,
+                max_task_retries=0,
+                scheduling_strategy=at(bundle + i),
+            ).remote(local)
+            for i in range(r.env_workers)
+        ]
+        self.plan = p
+        self.versions = dict.fromkeys(p.pool_of, 0)
+        # Every actor up (and its policies built) before the first call: errors show here.
+        ray.get([a.ping.remote() for pool in self.engines for a in pool])
+        ray.get([w.ping.remote() for w in self.workers])
+
+    def shutdown(self) -> None:
+        """Kill every actor and free the placement group; stop the cluster if this started it."""
+        if self.plan is None and not self._started_ray:
+            return
+        ray = _ray()
+        if ray.is_initialized():
+            for actor in [a for pool in self.engines for a in pool] + self.workers:
+                with contextlib.suppress(Exception):  # already gone
+                    ray.kill(actor, no_restart=True)
+            if self._placement is not None:
+                with contextlib.suppress(Exception):
+                    ray.util.remove_placement_group(self._placement)
+            if self._started_ray:
+                ray.shutdown()
+        self.plan, self.engines, self.workers, self._placement = None, [], [], None
+        self._pinned, self._adapter_refs = [], {}
+        self._started_ray = False
+        if self._sync_dir is not None:
+            shutil.rmtree(self._sync_dir, ignore_errors=True)
+            self._sync_dir = None
+
+    def __enter__(self) -> RayExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # ------------------------------------------------------------------ collect
+
+    def collect(
+        self,
+        env: Any,
+        policies: Mapping[str, Policy],
+        tasks: Sequence[dict[str, Any]] | int | None = None,
+        group_size: int = 1,
+        sampling: SamplingParams | Mapping[str, SamplingParams] | None = None,
+        seed: int | None = 0,
+        *,
+        env_kwargs: Mapping[str, Any] | None = None,
+        progress: bool = True,
+        max_workers: int | None = None,
+        on_generate: Any = None,
+        raise_if_env_always_fails: bool = False,
+        share_frozen: Collection[str] = (),
+        task_indices: Sequence[int] | None = None,
+    ) -> list[Episode]:
+        """:func:`~llm_marl.rollout.collect` on the actors: same arguments, same episodes.
+
+        ``on_generate`` is not supported (the calls happen in other processes) and ``progress``
+        is ignored. Tasks given as a number (or ``None``) are drawn here, as ``collect`` does.
+        """
+        if on_generate is not None:
+            raise ConfigError("collect(on_generate=...) is not supported with executor='ray'")
+        if seed is None:
+            raise ConfigError(
+                "executor='ray' needs a seed: unseeded sampling would depend on how requests "
+                "meet in the engines' batches"
+            )
+        self.start(policies)
+        ray = _ray()
+        assert self.plan is not None
+        task_list = _task_list(env, tasks, seed, env_kwargs)
+        indices = check_task_indices(task_indices, len(task_list))
+        self._resync_restarted_engines()
+        options = {
+            "group_size": group_size,
+            "sampling": sampling,
+            "seed": seed,
+            "env_kwargs": env_kwargs,
+            "max_workers": max_workers,
+            "share_frozen": tuple(share_frozen),
+        }
+        shards = _shards(len(task_list), len(self.workers))
+        calls = []
+        for w, (lo, hi) in enumerate(shards):
+            if lo == hi:
+                continue
+            routes = self._routes(w)
+            ref = self.workers[w].collect.remote(
+                env, self.plan.keys, routes, task_list[lo:hi], indices[lo:hi], options
+            )
+            calls.append((lo, hi, ref))
+        episodes: list[Episode] = []
+        for lo, hi, ref in calls:
+            try:
+                episodes += ray.get(ref)
+            except ray.exceptions.RayError as exc:  # the worker died or its call failed
+                message = f"env worker failed: {_last_line(exc)}"
+                for ti, task in zip(indices[lo:hi], task_list[lo:hi]):
+                    episodes += [
+                        self._error_episode(ti, task, g, group_size, message)
+                        for g in range(group_size)
+                    ]
+        self._refuse_stale(episodes)
+        failed = [e for e in episodes if e.error is not None]
+        if (
+            raise_if_env_always_fails
+            and len(failed) == len(episodes)
+            and all(e.error and e.error.startswith("env raised") for e in failed)
+        ):
+            raise RuntimeError(f"every episode's env raised; first: {failed[0].error}")
+        if failed and len(failed) >= max(1.0, FAILED_WARN_FRACTION * len(episodes)):
+            warnings.warn(
+                f"collect: {len(failed)} of {len(episodes)} episode(s) failed and were "
+                f"truncated (their samples are dropped, never scored). First error: "
+                f"{failed[0].error}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        return episodes
+
+    def _routes(self, worker: int) -> dict[str, Route]:
+        assert self.plan is not None
+        out = {}
+        for key, pool in self.plan.pool_of.items():
+            engines = self.engines[pool]
+            policy = self.plan.policies[key]
+            out[key] = Route(
+                key,
+                str(getattr(policy, "name", key)),
+                bool(getattr(policy, "trainable", False)),
+                engines[worker % len(engines)],
+                self.versions[key],
+            )
+        return out
+
+    def _error_episode(
+        self, ti: int, task: Mapping[str, Any], g: int, group_size: int, message: str
+    ) -> Episode:
+        assert self.plan is not None
+        trajectories = {
+            a: Trajectory(
+                a,
+                str(getattr(self.plan.policies[k], "name", k)),
+                bool(getattr(self.plan.policies[k], "trainable", False)),
+            )
+            for a, k in self.plan.keys.items()
+        }
+        return Episode(
+            task_id=str(task["task_id"]),
+            task_index=ti,
+            group_index=g,
+            group_id=group_id(ti, task["task_id"]),
+            trajectories=trajectories,
+            truncated=True,
+            error=message,
+        )
+
+    def _refuse_stale(self, episodes: list[Episode]) -> None:
+        """An episode sampled with other weights than the learner's current ones is an error."""
+        assert self.plan is not None
+        for ep in episodes:
+            if ep.error is not None:
+                continue
+            for agent, version in ep.policy_versions.items():
+                current = self.versions[self.plan.keys[agent]]
+                if version != current:
+                    ep.error = (
+                        f"stale episode: agent {agent!r} sampled with weights version "
+                        f"{version}, the learner is at {current}"
+                    )
+                    ep.truncated = True
+                    break
+
+    # ------------------------------------------------------------------ weights
+
+    def sync_weights(self) -> None:
+        """Send every trainable engine-served policy's current weights to its engines and
+        bump its version (the Trainer calls this after each update and after a resume)."""
+        if self.plan is None:
+            return
+        for key, pool in self.plan.pool_of.items():
+            policy = self.plan.policies[key]
+            if not getattr(policy, "trainable", False):
+                continue
+            if not isinstance(policy, HFPolicy):
+                raise ConfigError(
+                    f"policy {getattr(policy, 'name', key)!r} is trainable but not an HFPolicy: "
+                    "the Ray executor can sync only HFPolicy weights"
+                )
+            version = self.versions[key] + 1
+            self._push(key, policy, version, self.engines[pool])
+            self.versions[key] = version
+
+    def _resync_restarted_engines(self) -> None:
+        """Give an engine that Ray restarted (version 0 again) the current weights."""
+        ray = _ray()
+        assert self.plan is not None
+        for key, pool in self.plan.pool_of.items():
+            current = self.versions[key]
+            if current == 0:
+                continue
+            held = ray.get([e.get_versions.remote() for e in self.engines[pool]])
+            behind = [e for e, v in zip(self.engines[pool], held) if v[key] != current]
+            if behind:
+                policy = self.plan.policies[key]
+                assert isinstance(policy, HFPolicy)
+                self._push(key, policy, current, behind)
+
+    def _push(self, key: str, policy: HFPolicy, version: int, engines: list[Any]) -> None:
+        ray = _ray()
+        if policy.adapter is not None:
+            ref = ray.put(adapter_state(policy))
+            self._adapter_refs[key] = ref
+            ray.get([e.load_adapter.remote(key, version, ref) for e in engines])
+            return
+        mode = self.resources.full_sync
+        if mode in ("auto", "gloo"):
+            try:
+                self._push_gloo(key, policy, version, engines)
+                return
+            except Exception as exc:
+                if mode == "gloo":
+                    raise
+                warnings.warn(
+                    f"full-weight sync over gloo failed ({_last_line(exc)}); using files",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+        path = os.path.join(self._files_root(), f"{key}-v{version}")
+        policy.save(path)
+        ray.get([e.load_files.remote(key, version, path) for e in engines])
+
+    def _push_gloo(self, key: str, policy: HFPolicy, version: int, engines: list[Any]) -> None:
+        ray = _ray()
+        from llm_marl.distributed.weights import gloo_group
+
+        host = ray.util.get_node_ip_address()
+        store = open_store(host)
+        tag = f"{key}-v{version}-{os.getpid()}"
+        world = len(engines) + 1
+        refs = [
+            e.receive_full.remote(key, version, host, store.port, i + 1, world, tag)
+            for i, e in enumerate(engines)
+        ]
+        group = gloo_group(host, store.port, 0, world, tag, host)
+        send_full(policy, group)
+        ray.get(refs)
+        del group, store
+
+    def _files_root(self) -> str:
+        if self.resources.sync_dir is not None:
+            os.makedirs(self.resources.sync_dir, exist_ok=True)
+            return self.resources.sync_dir
+        if self._sync_dir is None:
+            self._sync_dir = tempfile.mkdtemp(prefix="llm_marl-sync-")
+        return self._sync_dir
+
+
+def _shards(n: int, workers: int) -> list[tuple[int, int]]:
+    """``n`` tasks in ``workers`` contiguous shards, sizes differing by at most one."""
+    base, extra = divmod(n, workers)
+    out, lo = [], 0
+    for w in range(workers):
+        hi = lo + base + (1 if w < extra else 0)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def _task_list(
+    env: Any, tasks: Sequence[dict[str, Any]] | int | None, seed: int, env_kwargs: Any
+) -> list[dict[str, Any]]:
+    from llm_marl.rollout.collect import _make_one, _resolve_tasks
+
+    if tasks is not None and not isinstance(tasks, int):
+        return _resolve_tasks(None, tasks, seed)
+    probe = _make_one(env, env_kwargs)
+    try:
+        return _resolve_tasks(probe, tasks, seed)
+    finally:
+        probe.close()
+
+
+def _last_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[-1] if text else type(exc).__name__)[:300]

@@ -1,0 +1,89 @@
+"""What a Ray run asks of the cluster: one :class:`RayResources`, checked before any actor starts.
+
+Plain data with no Ray import, so that configs (``TrainerConfig``) can hold and validate it on a
+core install. :func:`check_cluster` compares it with what a running cluster offers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from llm_marl.checks import check_int, check_number
+from llm_marl.errors import ConfigError
+
+FullSync = Literal["auto", "gloo", "files"]
+EngineBackend = Literal["hf", "vllm"]
+
+
+@dataclass(frozen=True)
+class RayResources:
+    """Actors and what each one reserves (see ``docs/guides/scaling.md``)."""
+
+    address: str | None = None
+    """``None``: start a local cluster in this process; ``"auto"``: join the cluster that
+    ``ray start`` runs on this machine; ``"HOST:PORT"``: a head node's address."""
+    env_workers: int = 2
+    """Env worker actors; each plays a contiguous shard of every ``collect`` call's groups."""
+    engines: int = 1
+    """Generation engine actors per model (a base model with its LoRA adapters counts once)."""
+    gpus_per_engine: float = 0.0
+    """GPUs each engine reserves (``0``: CPU; a fraction lets engines share a GPU)."""
+    cpus_per_engine: float = 1.0
+    """CPUs each engine reserves."""
+    cpus_per_env_worker: float = 1.0
+    """CPUs each env worker reserves (its sandboxes and graders run in its process tree)."""
+    engine_backend: EngineBackend = "hf"
+    """What samples inside an engine: ``"hf"`` (transformers, the learner's sampler) or
+    ``"vllm"`` (a ``VLLMPolicy`` over the engine's copy of the model; needs vLLM there)."""
+    full_sync: FullSync = "auto"
+    """How full (non-LoRA) weights reach the engines: ``"gloo"`` (a ``torch.distributed``
+    group between learner and engines), ``"files"`` (a directory every node can read), or
+    ``"auto"`` (gloo, and files when the group cannot form)."""
+    sync_dir: str | None = None
+    """Directory for ``"files"`` weight sync (default: a temporary directory; it must be on a
+    filesystem every node shares when the cluster has several nodes)."""
+
+    def __post_init__(self) -> None:
+        check_int(self.env_workers, "env_workers", 1)
+        check_int(self.engines, "engines", 1)
+        check_number(self.gpus_per_engine, "gpus_per_engine", 0)
+        check_number(self.cpus_per_engine, "cpus_per_engine", 0)
+        check_number(self.cpus_per_env_worker, "cpus_per_env_worker", 0)
+        if self.engine_backend not in ("hf", "vllm"):
+            raise ConfigError(f"engine_backend must be 'hf' or 'vllm', got {self.engine_backend!r}")
+        if self.full_sync not in ("auto", "gloo", "files"):
+            raise ConfigError(
+                f"full_sync must be 'auto', 'gloo' or 'files', got {self.full_sync!r}"
+            )
+        if self.engine_backend == "vllm" and self.gpus_per_engine == 0:
+            raise ConfigError("engine_backend='vllm' needs gpus_per_engine > 0")
+        if self.address is not None and not isinstance(self.address, str):
+            raise ConfigError(f"ray_address must be 'auto' or 'HOST:PORT', got {self.address!r}")
+        if self.address not in (None, "auto") and ":" not in str(self.address):
+            raise ConfigError(f"ray_address must be 'auto' or 'HOST:PORT', got {self.address!r}")
+
+
+def check_cluster(resources: RayResources, models: int, cluster: Mapping[str, float]) -> None:
+    """Raise a one-line :class:`ConfigError` when ``cluster`` (``ray.cluster_resources()``)
+    cannot hold the actors of ``resources`` for ``models`` engine pools."""
+    engines = resources.engines * models
+    gpus = engines * resources.gpus_per_engine
+    have_gpus = float(cluster.get("GPU", 0.0))
+    if gpus > have_gpus:
+        raise ConfigError(
+            f"the run asks for {gpus:g} GPU(s) ({engines} engine(s) x gpus_per_engine "
+            f"{resources.gpus_per_engine:g}) but the Ray cluster has {have_gpus:g}: lower "
+            "engines or gpus_per_engine, or add GPU nodes"
+        )
+    cpus = engines * resources.cpus_per_engine + (
+        resources.env_workers * resources.cpus_per_env_worker
+    )
+    have_cpus = float(cluster.get("CPU", 0.0))
+    if cpus > have_cpus:
+        raise ConfigError(
+            f"the run asks for {cpus:g} CPU(s) ({engines} engine(s) x {resources.cpus_per_engine:g}"
+            f" + {resources.env_workers} env worker(s) x {resources.cpus_per_env_worker:g}) but "
+            f"the Ray cluster has {have_cpus:g}: lower env_workers or the cpus_per_* fields"
+        )

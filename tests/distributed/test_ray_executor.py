@@ -1,0 +1,290 @@
+"""The Ray executor against a real local cluster (one for the whole module, started and stopped
+here): the same episodes as the local executor, a toy run with the same metrics, faults, weight
+sync, shutdown."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+import torch
+
+from llm_marl.algos import MAGRPO
+from llm_marl.cli import main
+from llm_marl.distributed import RayExecutor, RayResources
+from llm_marl.envs.registration import make
+from llm_marl.errors import ConfigError
+from llm_marl.policies.base import Completion, SamplingParams, ScriptedPolicy
+from llm_marl.policies.hf import HFPolicy
+from llm_marl.rollout import collect
+from llm_marl.rollout.types import Episode
+from llm_marl.train.trainer import Trainer, TrainerConfig
+
+SAMPLING = SamplingParams(max_new_tokens=6, temperature=1.0)
+TASKS = [{"task_id": f"t{t}", "target": t % 3} for t in range(4)]
+# Two env workers and one or two engines on two logical CPUs.
+HALF = {"cpus_per_env_worker": 0.5, "cpus_per_engine": 0.5}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    # Actors unpickle this module's helpers by value (tests/ is not importable from them).
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=200 * 1024**2,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+    )
+    yield
+    ray.shutdown()
+
+
+def _fingerprint(ep: Episode) -> tuple:
+    turns = tuple(
+        (
+            t.agent,
+            t.step,
+            t.text,
+            tuple(t.prompt_ids),
+            tuple(t.completion_ids),
+            tuple(t.logprobs or ()),
+        )
+        for traj in ep.trajectories.values()
+        for t in traj.turns
+    )
+    return (ep.task_id, ep.task_index, ep.group_index, ep.group_id, turns, tuple(ep.step_rewards))
+
+
+def _collect(policies, executor=None, env: Any = "coordination-v0", seed: int = 3) -> list[Episode]:
+    return collect(
+        env,
+        policies,
+        TASKS,
+        group_size=2,
+        sampling=SAMPLING,
+        seed=seed,
+        progress=False,
+        executor=executor,
+    )
+
+
+# ---------------------------------------------------------------------------------- (a)
+
+
+def test_ray_collect_gives_the_local_episodes_token_for_token(tiny_policy):
+    team = {"left": tiny_policy, "right": tiny_policy}
+    local = _collect(team)
+    with RayExecutor(RayResources(env_workers=2, engines=1, **HALF)) as ex:
+        remote = _collect(team, ex)
+        sizes = ray.get(ex.engines[0][0].batch_sizes.remote())
+    assert [_fingerprint(e) for e in remote] == [_fingerprint(e) for e in local]
+    assert all(e.ok for e in remote)
+    # Both workers' shards went through the one engine: 8 episodes x 2 agents.
+    assert sum(sizes["p0"]) == 16
+    assert {e.task_index for e in remote} == {0, 1, 2, 3}
+
+
+# ---------------------------------------------------------------------------------- (d)
+
+
+def _perturb(policy: HFPolicy, seed: int) -> None:
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in policy.parameters():
+            if p.ndim == 2:
+                p.add_(torch.randn(p.shape, generator=gen) * 0.5)
+
+
+def test_lora_and_full_weights_reach_the_engines(tiny_lm_path, tmp_path):
+    lora = HFPolicy.shared_lora(tiny_lm_path, ["left"], trainable=True)["left"]
+    full = HFPolicy(tiny_lm_path, name="full", trainable=True)
+    team = {"left": lora, "right": full}
+    res = RayResources(env_workers=2, engines=1, full_sync="gloo", **HALF)
+    with RayExecutor(res) as ex:
+        before = _collect(team, ex)
+        assert [_fingerprint(e) for e in before] == [_fingerprint(e) for e in _collect(team)]
+        _perturb(lora, 1)
+        _perturb(full, 2)
+        ex.sync_weights()  # LoRA through the object store, full weights over gloo
+        after = _collect(team, ex)
+        want = [_fingerprint(e) for e in _collect(team)]
+        assert [_fingerprint(e) for e in after] == want != [_fingerprint(e) for e in before]
+        assert {tuple(sorted(e.policy_versions.items())) for e in after} == {
+            (("left", 1), ("right", 1))
+        }
+        # The filesystem fallback.
+        ex.resources = dataclasses.replace(res, full_sync="files", sync_dir=str(tmp_path))
+        _perturb(full, 3)
+        ex.sync_weights()
+        assert [_fingerprint(e) for e in _collect(team, ex)] == [
+            _fingerprint(e) for e in _collect(team)
+        ]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["p1-v2"]
+
+
+# ---------------------------------------------------------------------------------- (c)
+
+
+class SlowEngine:
+    """An engine-served policy that, while ``slow`` exists, says it started and then waits."""
+
+    name = "slow"
+    trainable = False
+    ray_engine = True
+
+    def __init__(self, flags: str) -> None:
+        self.flags = flags
+
+    def generate(self, conversations, sampling, contexts=None) -> list[Completion]:
+        if os.path.exists(os.path.join(self.flags, "slow")):
+            Path(self.flags, f"generating-{os.getpid()}").touch()
+            time.sleep(20)
+        return [Completion(text="1") for _ in conversations]
+
+
+def _slow_env(flags: str) -> Any:
+    env = make("coordination-v0")
+    step = env.step
+
+    def slow_step(actions):
+        Path(flags, f"stepping-{os.getpid()}").touch()
+        time.sleep(20)
+        return step(actions)
+
+    env.step = slow_step
+    return env
+
+
+def _kill_when(flags: Path, name: str, pid: int) -> threading.Thread:
+    """SIGKILL ``pid`` once it says it started ``name`` (later calls are no longer slow)."""
+
+    def run() -> None:
+        deadline = time.monotonic() + 120
+        while not (flags / f"{name}-{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (flags / "slow").unlink(missing_ok=True)
+        os.kill(pid, signal.SIGKILL)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_worker_or_engine_killed_mid_step_costs_its_episodes_only(tmp_path):
+    team = {"left": SlowEngine(str(tmp_path)), "right": ScriptedPolicy(lambda c: "1")}
+    with RayExecutor(RayResources(env_workers=2, engines=1, **HALF)) as ex:
+        assert all(e.ok for e in _collect(team, ex))
+        worker_pid = ray.get(ex.workers[0].ping.remote())
+        engine_pid = ray.get(ex.engines[0][0].ping.remote())
+
+        killer = _kill_when(tmp_path, "stepping", worker_pid)
+        with pytest.warns(RuntimeWarning, match="4 of 8 episode"):
+            episodes = _collect(team, ex, env=functools.partial(_slow_env, str(tmp_path)))
+        killer.join()
+        assert len(episodes) == 8
+        lost = [e for e in episodes if not e.ok]
+        assert [e.task_index for e in lost] == [0, 0, 1, 1]  # worker 0's shard
+        assert all("env worker failed" in (e.error or "") for e in lost)
+
+        (tmp_path / "slow").touch()
+        killer = _kill_when(tmp_path, "generating", engine_pid)
+        with pytest.warns(RuntimeWarning, match="of 8 episode"):
+            episodes = _collect(team, ex)
+        killer.join()
+        assert len(episodes) == 8
+        # The requests in flight when the engine died fail (one worker's shard, or both when
+        # their requests had joined one batch); a request sent after it is served again.
+        lost = [e for e in episodes if not e.ok]
+        assert len(lost) in (4, 8)
+        assert all("engine of 'slow' failed" in (e.error or "") for e in lost)
+
+        # Both actors came back (new processes) and the next step is whole.
+        assert all(e.ok for e in _collect(team, ex))
+        assert ray.get(ex.workers[0].ping.remote()) != worker_pid
+        assert ray.get(ex.engines[0][0].ping.remote()) != engine_pid
+
+
+# ---------------------------------------------------------------------------------- (b)
+
+
+def _metrics(path: Path) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
+
+
+@pytest.mark.slow
+def test_the_toy_preset_trains_under_ray_with_the_local_metrics(tmp_path, capsys):
+    argv = ["train", "--algo", "magrpo", "--preset", "toy-coordination", "--steps", "2"]
+    argv += ["--group-size", "2", "--tasks-per-step", "2", "--eval-group-size", "1"]
+    argv += ["--eval-tasks", "2", "--format-warmup-steps", "2", "--no-plot", "--no-progress"]
+    ray_flags = ["--executor", "ray", "--env-workers", "2", "--cpus-per-env-worker", "0.5"]
+    ray_flags += ["--cpus-per-engine", "0.5"]
+    assert main([*argv, "--output-dir", str(tmp_path / "local")]) == 0
+    assert main([*argv, *ray_flags, "--output-dir", str(tmp_path / "ray")]) == 0
+    local, remote = _metrics(tmp_path / "local"), _metrics(tmp_path / "ray")
+    assert len(remote) == 3 and any("loss" in k for k in remote[1])
+    assert remote == local
+
+
+# ---------------------------------------------------------------------------------- Ctrl-C
+
+
+def test_ctrl_c_in_training_shuts_the_actors_down(tiny_lm_path, tmp_path, monkeypatch):
+    team = HFPolicy.shared_lora(tiny_lm_path, ["left", "right"], trainable=True)
+    cfg = TrainerConfig(
+        env="coordination-v0",
+        steps=2,
+        tasks_per_step=1,
+        group_size=2,
+        eval_tasks=1,
+        sampling=SAMPLING,
+        output_dir=str(tmp_path),
+        plot=False,
+        console=False,
+        progress=False,
+        executor="ray",
+        env_workers=1,
+        **HALF,
+    )
+    trainer = Trainer(MAGRPO(), team, cfg)
+    ex = trainer.executor
+    started: list[Any] = []
+
+    def interrupted(step: int) -> dict[str, float]:
+        started.extend([*ex.workers, *ex.engines[0]])  # up since the first evaluation
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(trainer, "train_step", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    assert len(started) == 2 and ex.plan is None and ex.workers == []
+    for actor in started:
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(actor.ping.remote(), timeout=60)
+
+
+# ---------------------------------------------------------------------------------- errors
+
+
+def test_bad_resources_are_one_line_errors_before_any_actor(tiny_policy):
+    with pytest.raises(ConfigError, match="env_workers must be an int >= 1"):
+        RayResources(env_workers=0)
+    ex = RayExecutor(RayResources(gpus_per_engine=1, **HALF))
+    with pytest.raises(ConfigError, match=r"asks for 1 GPU\(s\) .* the Ray cluster has 0"):
+        ex.start({"left": tiny_policy, "right": tiny_policy})
+    assert ex.workers == [] and ex.engines == []
+    with pytest.raises(ConfigError, match="asks for 6 CPU") as err:
+        RayExecutor(RayResources(env_workers=5)).start({"left": tiny_policy, "right": tiny_policy})
+    assert "\n" not in str(err.value)
