@@ -25,6 +25,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 import warnings
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -42,6 +43,8 @@ from llm_marl.rollout.types import Episode, Trajectory
 
 PLACEMENT_TIMEOUT_S = 120.0
 """How long the actors' placement group may wait for room in the cluster."""
+RESTART_TIMEOUT_S = 300.0
+"""How long a step waits for an actor that Ray is restarting."""
 
 
 def _ray() -> Any:
@@ -233,6 +236,7 @@ class RayExecutor:
         assert self.plan is not None
         task_list = _task_list(env, tasks, seed, env_kwargs)
         indices = check_task_indices(task_indices, len(task_list))
+        self._wait_until_up()
         self._resync_restarted_engines()
         options = {
             "group_size": group_size,
@@ -280,6 +284,25 @@ class RayExecutor:
                 stacklevel=2,
             )
         return episodes
+
+    def _wait_until_up(self) -> None:
+        """Wait for every actor to answer: one that Ray is restarting refuses calls until it
+        is up again, and a step must not lose episodes to an actor that died in an earlier
+        one."""
+        ray = _ray()
+        deadline = time.monotonic() + RESTART_TIMEOUT_S
+        for actor in [a for pool in self.engines for a in pool] + self.workers:
+            while True:
+                try:
+                    ray.get(actor.ping.remote(), timeout=RESTART_TIMEOUT_S)
+                    break
+                except ray.exceptions.RayActorError as exc:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(
+                            f"a Ray actor did not come back within {RESTART_TIMEOUT_S:.0f}s: "
+                            f"{_last_line(exc)}"
+                        ) from None
+                    time.sleep(0.5)
 
     def _routes(self, worker: int) -> dict[str, Route]:
         assert self.plan is not None

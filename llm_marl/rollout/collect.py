@@ -15,7 +15,9 @@ Seeds are per request, never per batch: copy ``g`` of the task with global index
 with ``seed + i * group_size + g``, and the request of agent ``a`` at env step ``t`` of that
 episode samples with :func:`request_seed` ``(seed, i, g, t, a)``. With a policy that honours
 :attr:`SamplingParams.request_seeds` (``HFPolicy``, ``VLLMPolicy``) the same seed gives the same
-episodes token for token however the batch is split into calls (or workers).
+episodes token for token however the batch is split into calls (or workers); the sampling
+log-probs are equal up to float rounding where the model's kernels round differently for
+another batch shape.
 
 Shared frozen requests (``share_frozen``): when several episodes of one group ask a frozen agent
 the same thing (same policy and sampling, equal conversation and token stream), the policy

@@ -27,13 +27,31 @@ def _run(policy, tasks, task_indices=None, seed=5) -> list[Episode]:
 
 
 def _fingerprint(ep: Episode) -> tuple:
-    """Everything a trainer reads from an episode: ids, tokens, log-probs, rewards."""
+    """Everything a trainer reads from an episode but the log-probs: ids, tokens, rewards."""
     turns = tuple(
-        (t.agent, t.step, tuple(t.prompt_ids), tuple(t.completion_ids), tuple(t.logprobs or ()))
+        (t.agent, t.step, tuple(t.prompt_ids), tuple(t.completion_ids))
         for traj in ep.trajectories.values()
         for t in traj.turns
     )
     return (ep.task_id, ep.task_index, ep.group_index, ep.group_id, turns, tuple(ep.step_rewards))
+
+
+def _logprobs(episodes: list[Episode]) -> list[float]:
+    return [
+        x
+        for e in episodes
+        for tr in e.trajectories.values()
+        for t in tr.turns
+        for x in t.logprobs or ()
+    ]
+
+
+def assert_same_episodes(got: list[Episode], want: list[Episode]) -> None:
+    """Same ids, tokens and rewards; log-probs equal up to float rounding: CPU matmul kernels
+    may round differently for another batch shape (the samples, drawn per row, do not move)."""
+    assert [_fingerprint(e) for e in got] == [_fingerprint(e) for e in want]
+    assert _logprobs(got) == pytest.approx(_logprobs(want), rel=1e-5, abs=1e-6)
+    assert len(_logprobs(want)) > 0
 
 
 @pytest.mark.parametrize("cut", [1, 2])
@@ -41,7 +59,7 @@ def test_a_batch_split_into_calls_gives_the_episodes_of_one_call(tiny_policy, cu
     whole = _run(tiny_policy, TASKS)
     head = _run(tiny_policy, TASKS[:cut], task_indices=list(range(cut)))
     tail = _run(tiny_policy, TASKS[cut:], task_indices=list(range(cut, len(TASKS))))
-    assert [_fingerprint(e) for e in head + tail] == [_fingerprint(e) for e in whole]
+    assert_same_episodes(head + tail, whole)
     # The episodes really sampled (a greedy or degenerate policy would pass trivially).
     completions = {tuple(t.completion_ids) for e in whole for t in e.trajectories["left"].turns}
     assert len(completions) > 1
