@@ -6,7 +6,7 @@ The whole contract is ``Algorithm.setup(policies, sampling)`` (build optimizers)
 touched: registering the algorithm and a preset (plain data) gives it the same command line as
 the built-in ones, with its config's documented fields as options.
 
-    python examples/custom_algorithm.py                   # two tiny agents, offline, ~1 minute
+    python examples/custom_algorithm.py                   # two tiny agents, offline, minutes
     python examples/custom_algorithm.py --env referential-v0 --steps 50 --lr 3e-3
     python examples/custom_algorithm.py --help            # every option
 """
@@ -83,19 +83,26 @@ class GroupReinforce(Algorithm):
 
 # ------------------------------------------------------------------------ registering it
 register_algorithm("reinforce", GroupReinforce, ReinforceConfig, "REINFORCE, group baseline")
+# The team starts at chance: a short supervised warm-up teaches the tiny LMs the answer format
+# (one digit), so every gain after it is the algorithm's; the sampling and evaluation are those
+# of magrpo's toy-coordination preset (the evaluation before step 1 is the chance reference).
 preset(
     "reinforce",
     "toy",
-    "two offline tiny LMs on a toy game",
+    "two offline tiny LMs learn a coordination convention, from chance, on CPU",
     {
         "trainer": {
             "env": "coordination-v0",
-            "steps": 40,
+            "steps": 100,
+            "tasks_per_step": 5,
             "group_size": 8,
-            "sampling": {"max_new_tokens": 4, "temperature": 1.0},
+            "sampling": {"max_new_tokens": 2, "temperature": 1.0, "top_p": 1.0},
+            "eval_every": 25,
+            "eval_group_size": 8,
+            "eval_sampling": {"max_new_tokens": 2, "temperature": 1.0, "top_p": 1.0},
             "output_dir": "runs/custom_algorithm",
         },
-        "policies": {"model": "tiny"},
+        "policies": {"model": "tiny", "format_warmup_steps": 60},
     },
     auto=True,
 )

@@ -33,3 +33,27 @@ def test_every_env_docstring_documents_roles_reward_and_usage(env_id):
             assert agent in page, f"{env_id}: role {agent!r} is not documented"
     finally:
         env.close()
+
+
+def test_the_custom_algorithm_guide_shows_the_whole_example():
+    """Every code block of the guide is a piece of examples/custom_algorithm.py, and together
+    they hold all of its code (the module docstring aside)."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    guide = (root / "docs" / "guides" / "custom-algorithm.md").read_text(encoding="utf-8")
+    example = (root / "examples" / "custom_algorithm.py").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", guide, flags=re.DOTALL)
+    assert len(blocks) == 3
+
+    def lines(text: str) -> str:  # section banners and blank lines aside
+        kept = (x for x in text.splitlines() if x.strip() and not x.startswith("# ----"))
+        return "\n".join(kept)
+
+    for block in blocks:
+        assert lines(block) in lines(example), block[:80]
+    code = example[example.index("from dataclasses import dataclass") :]
+    shown = "".join(blocks)
+    for line in code.splitlines():
+        if line.strip() and not line.startswith("# ----"):
+            assert line in shown, f"the guide leaves out: {line!r}"
