@@ -14,6 +14,10 @@ Observation
     partner's code (Dec-POMDP) nor a test other than the feedback tests (which also score by
     default, as in the official code; never with ``feedback_tests="held-out"``); with ``feedback="expert"`` the expert
     reads the whole program, so its edits may reflect the partner's code.
+    ``prompt_style="official"`` (the MAGRPO coding presets' choice) uses the reference code's
+    helper/main prompts and its ``level_feedback`` turn-2 prompt, which holds the agent's own
+    history and replaces its conversation (:mod:`~llm_marl.envs.coding.official`); the default
+    ``"ours"`` uses :mod:`~llm_marl.envs.coding.prompts`.
 Action
     Any text; the code is read out of it (Markdown fences, ``<think>`` blocks and prose are
     handled, see :mod:`~llm_marl.envs.coding.code_utils`) in time linear in its length; an answer
@@ -136,7 +140,7 @@ from typing import TYPE_CHECKING, Any
 from llm_marl.envs.base import InfrastructureError, LLMParallelEnv, Task, Transition
 from llm_marl.envs.coding import code_utils as cu
 from llm_marl.envs.coding import expert as ex
-from llm_marl.envs.coding import prompts
+from llm_marl.envs.coding import official, prompts
 from llm_marl.envs.coding.datasets import load_tasks
 from llm_marl.envs.coding.rewards import CodeFacts, CodeRewardConfig, code_reward
 from llm_marl.envs.coding.sandboxes import SANDBOX_KINDS, shared_sandbox
@@ -149,6 +153,8 @@ AUX = prompts.AUX_NAME
 DEFAULT_FEEDBACK_FRACTION = 0.25
 FEEDBACK_TESTS = ("first", "held-out")
 """Which test units give feedback between rounds (see the module docstring)."""
+PROMPT_STYLES = ("ours", "official")
+"""Prompt layouts (``prompt_style=``): ours, or the MAGRPO reference code's (:mod:`.official`)."""
 FEEDBACK = ("tests", "expert")
 """Feedback modes (``feedback=``): the env's test report, or an expert's edits."""
 ENV_NAMES = {"coophumaneval": "coop_humaneval", "humaneval": "humaneval", "mbpp": "mbpp"}
@@ -204,6 +210,12 @@ class CodeCollabEnv(LLMParallelEnv):
         expert: with ``feedback="expert"``: any callable ``conversation -> reply text``, e.g.
             ``llm_marl.rollout.judges.CodeExpert(policy)`` over any frozen policy, or a scripted
             policy's function. It is called once per distinct request, from the env's thread.
+        prompt_style: ``"ours"`` (default: the role prompts and feedback of
+            :mod:`~llm_marl.envs.coding.prompts`) or ``"official"`` (the MAGRPO reference code's
+            helper/main formatters and its ``level_feedback`` turn-2 prompt, whose text becomes
+            the agent's whole next prompt; see :mod:`~llm_marl.envs.coding.official`). The coder
+            of ``*_single-v0`` keeps our first prompt and gets the reference's single-agent
+            feedback layout. ``feedback="expert"`` keeps our expert message.
         score_on: ``"all"`` (default) or ``"hidden"``: which test units score. ``"hidden"``
             leaves out the units whose answer the prompt shows (its docstring examples), so
             hard-coding them earns nothing; ``"all"`` is the default because it is what the
@@ -245,6 +257,7 @@ class CodeCollabEnv(LLMParallelEnv):
         timeout: float = 10.0,
         feedback: str = "tests",
         expert: ex.Expert | None = None,
+        prompt_style: str = "ours",
         render_mode: str | None = None,
     ) -> None:
         benchmark = self.default_benchmark if benchmark is None else benchmark
@@ -279,6 +292,8 @@ class CodeCollabEnv(LLMParallelEnv):
         if score_on not in SCORE_ON:
             raise ValueError(f"score_on must be one of {SCORE_ON}, got {score_on!r}")
         _check_feedback(feedback, expert, num_rounds)
+        if prompt_style not in PROMPT_STYLES:
+            raise ValueError(f"prompt_style must be one of {PROMPT_STYLES}, got {prompt_style!r}")
         if isinstance(sandbox, str):
             if sandbox not in SANDBOX_KINDS:
                 raise ValueError(
@@ -303,6 +318,10 @@ class CodeCollabEnv(LLMParallelEnv):
         self.timeout = float(timeout)
         self.feedback = feedback
         self.expert = expert
+        self.prompt_style = prompt_style
+        # prompt_style="official": each agent's prompts and responses so far (the history the
+        # reference's level_feedback prompt repeats).
+        self._history: dict[str, tuple[list[str], list[str]]] = {}
         self.reward_config = CodeRewardConfig.coerce(reward)
         self._sandbox_spec = sandbox
         self._sandbox: Sandbox | None = None if isinstance(sandbox, str) else sandbox
@@ -349,10 +368,20 @@ class CodeCollabEnv(LLMParallelEnv):
         _, sig = _task_context(task["prompt"], task["entry_point"])
         entry = task["entry_point"]
         if self.single_agent:
-            self.say("coder", prompts.coder_prompt(task["prompt"], entry, sig))
+            first = {"coder": prompts.coder_prompt(task["prompt"], entry, sig)}
+        elif self.prompt_style == "official":
+            first = {
+                "helper": official.helper_prompt(task["prompt"], entry),
+                "main": official.main_prompt(task["prompt"], entry),
+            }
         else:
-            self.say("helper", prompts.helper_prompt(task["prompt"], entry))
-            self.say("main", prompts.main_prompt(task["prompt"], entry, sig))
+            first = {
+                "helper": prompts.helper_prompt(task["prompt"], entry),
+                "main": prompts.main_prompt(task["prompt"], entry, sig),
+            }
+        for agent, text in first.items():
+            self.say(agent, text)
+        self._history = {agent: ([text], []) for agent, text in first.items()}
         self.set_active(self.possible_agents)
 
     def transition(self, actions: dict[str, str]) -> Transition:
@@ -419,6 +448,9 @@ class CodeCollabEnv(LLMParallelEnv):
             seen = self._feedback_run(runnable, tests, outcome) if outcome.ran else outcome
         if not done and self.feedback == "expert":
             expert_read = self._give_expert_edits(subs, own_syntax, seen, tests, program)
+            self.set_active(self.possible_agents)
+        elif not done and self.prompt_style == "official":
+            self._give_official_feedback(actions, subs, facts, program, seen, tests, entry)
             self.set_active(self.possible_agents)
         elif not done:
             main_parses = main_block is not None and main_block.parses
@@ -546,6 +578,36 @@ class CodeCollabEnv(LLMParallelEnv):
                 own_oversized=sub.oversized,
             )
             self.say(agent, prompts.feedback_message(report))
+
+    def _give_official_feedback(self, actions, subs, facts, program, outcome, tests, entry) -> None:
+        """Each agent's next prompt in the reference's ``level_feedback`` layout: its history,
+        the diagnostics of the joint program and its feedback tests; the prompt replaces the
+        agent's conversation, as CoMLRL feeds only the external transition's text."""
+        failures, passed = _feedback_results(outcome, tests)
+        helper = subs.get("helper")
+        main = subs["coder" if self.single_agent else "main"]
+        report = official.Diagnostics(
+            entry_point=entry,
+            main_defined=main.defines_with_return(entry),
+            main_present=main.defines(entry),
+            syntax_error=cu.syntax_error(program),
+            aux_defined=None if helper is None else helper.defines_with_return(AUX),
+            aux_present=helper is not None and helper.defines(AUX),
+            tests_ran=outcome.ran,
+            passed=passed,
+            total=len(tests.feedback_units) if outcome.ran else 0,
+            failures=[official.failing_case(src, entry, err) for src, err in failures],
+            aux_called=bool(facts.aux_called),
+            aux_result_ignored=bool(facts.aux_result_ignored),
+            thin_wrapper=bool(facts.thin_wrapper),
+        )
+        for agent in subs:
+            asked, answered = self._history[agent]
+            answered.append(actions[agent])
+            text = official.followup_prompt(agent, report, asked, answered)
+            self.restart_conversation(agent)
+            self.say(agent, text)
+            asked.append(text)
 
     def _give_expert_edits(self, subs, own_syntax, outcome, tests, program: str) -> bool:
         """Ask the expert about this round's program; tell each agent its own edit.

@@ -145,14 +145,16 @@ GENERIC = preset(
 # of the older comlrl/trainers/magrpo.py (inactive with std scaling and 4 generations:
 # |A| <= sqrt(3); 1.4.3 has none). CoMLRL trains full weights; add --lora to fit one GPU.
 # Feedback between the 2 turns: the config's external.mode is level_feedback (test-derived
-# diagnostics), our default feedback="tests". Its alternative expert_edits (an LLM proposes
+# diagnostics) in its layout: prompt_style official, feedback="tests". Its alternative expert_edits (an LLM proposes
 # each agent's edit; DeepSeek-Coder by default) is feedback="expert":
 # --trainer.env_kwargs.feedback expert --policies.expert SPEC (llm_marl.envs.coding.expert).
 _CHE: dict[str, Any] = {
     "trainer": {
         "env": "coop_humaneval-v0",
         # CoopHumanEval [16:] (66 problems) trains, [:16] evaluates; 2 turns.
-        "env_kwargs": {"split": "train", "num_rounds": 2},
+        # prompt_style official: the reference's helper/main formatters and its level_feedback
+        # turn-2 prompt (llm_marl.envs.coding.official); "ours" stays an option.
+        "env_kwargs": {"split": "train", "num_rounds": 2, "prompt_style": "official"},
         "eval_env_kwargs": {"split": "eval"},
         "steps": 528,  # 8 epochs over the 66 training problems, one task per step
         "group_size": 4,
@@ -272,7 +274,7 @@ MAGRPO_COOP_HUMANEVAL_12 = preset(
 _HE: dict[str, Any] = {
     "trainer": {
         "env": "humaneval-v0",
-        "env_kwargs": {"split": "33:163", "num_rounds": 2},
+        "env_kwargs": {"split": "33:163", "num_rounds": 2, "prompt_style": "official"},
         "eval_env_kwargs": {"split": ":32"},
         "steps": 780,  # 6 epochs over the 130 training problems, one task per step
     },
