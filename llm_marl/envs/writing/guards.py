@@ -13,12 +13,21 @@ guarded reward is 0 (``infos[agent]["guards"]`` names it). Each runs in time lin
     More than ``max_repeated`` (default 0.3) of a part's word 4-grams repeat an earlier 4-gram of
     the same part (one sentence written again and again; a padded part).
 ``copies_source``
-    More than ``max_copied`` (default 0.6) of a part's word 5-grams appear verbatim in the source
-    (the post or the abstract): pasting the post is not summarising it. Gold TL;DRs stay far below
-    (see ``tests/envs/writing``: the highest of the 500 gold TL;DRs is measured there).
+    A part's share of content-word pairs found in the source (each word with the next three,
+    unordered, function words left out, over ``pairs + 6``: :func:`copied_share`) above
+    ``max_copied`` (default 0.55): pasting the post or the abstract is not summarising it, and
+    a copy with local edits (words reordered, dropped or inserted) keeps most of its pairs where
+    it would lose most of its 5-grams. On the 500 gold TL;DRs the highest share is 0.455 (0.525
+    on our bundled references); copies of the 500 posts with a quarter of the words dropped
+    share at least 0.579, with adjacent words swapped, filler inserted, look-alike or zero-width
+    characters, or the words reversed, more.
 ``copies_partner``
-    More than ``max_shared`` (default 0.6) of the shorter part's word 5-grams appear in the other
-    part: one agent repeating the other.
+    More than ``max_shared`` (default 0.6) of the shorter part's word 5-grams (of
+    :func:`reader_text`) appear in the other part: one agent repeating the other.
+
+All guards read the text as a reader does (:func:`reader_text`): NFKC-normalised, format
+characters (zero-width, soft hyphen, bidi controls) removed, look-alike Cyrillic and Greek
+letters folded onto Latin ones, case-folded.
 ``transition_stuffing``
     More than ``max_transition_density`` (default 0.3) of a part's words belong to transition
     phrases (whole-word matches), or more than ``max_transition_run`` (default 3) transition
@@ -38,6 +47,7 @@ tells an answer about another post from one about this post; nothing here judges
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +58,9 @@ from llm_marl.envs.writing.lexical import TRANSITION_WORDS
 __all__ = [
     "GuardConfig",
     "check_guards",
+    "copied_share",
     "ngram_containment",
+    "reader_text",
     "repeated_fraction",
     "transition_use",
 ]
@@ -67,8 +79,8 @@ class GuardConfig:
     """A part longer than this many characters fires ``oversized``."""
     max_repeated: float = 0.3
     """Share of a part's word 4-grams that may repeat an earlier one."""
-    max_copied: float = 0.6
-    """Share of a part's word 5-grams that may appear verbatim in the source."""
+    max_copied: float = 0.55
+    """Share of a part's content-word pairs (:func:`copied_share`) that may occur in the source."""
     max_shared: float = 0.6
     """Share of the shorter part's word 5-grams that may appear in the other part."""
     max_transition_density: float = 0.3
@@ -88,8 +100,175 @@ class GuardConfig:
         return coerce_settings(cls, value, "guard")
 
 
+# Letters that look like Latin ones (Cyrillic, Greek, a few others), folded onto them: a copy
+# written with look-alikes reads the same to a reader and must read the same to the guards.
+_CONFUSABLES = str.maketrans(
+    {
+        **dict.fromkeys("аᴀα", "a"),
+        "в": "b",
+        **dict.fromkeys("сϲ", "c"),
+        "ԁ": "d",
+        **dict.fromkeys("еєε", "e"),
+        "ғ": "f",
+        "ɡ": "g",
+        **dict.fromkeys("һн", "h"),
+        **dict.fromkeys("іıɩι", "i"),
+        "ј": "j",
+        **dict.fromkeys("кκ", "k"),
+        "ӏ": "l",
+        "м": "m",
+        **dict.fromkeys("пη", "n"),
+        **dict.fromkeys("оοσ", "o"),
+        **dict.fromkeys("рρ", "p"),
+        "ԛ": "q",
+        "г": "r",
+        "ѕ": "s",
+        **dict.fromkeys("тτ", "t"),
+        **dict.fromkeys("υμ", "u"),
+        **dict.fromkeys("νѵ", "v"),
+        **dict.fromkeys("ԝω", "w"),
+        **dict.fromkeys("хχ", "x"),
+        **dict.fromkeys("уγ", "y"),
+        "ᴢ": "z",
+        "А": "A",
+        "В": "B",
+        "С": "C",
+        "Е": "E",
+        "Н": "H",
+        "І": "I",
+        "Ј": "J",
+        "К": "K",
+        "М": "M",
+        "О": "O",
+        "Р": "P",
+        "Ѕ": "S",
+        "Т": "T",
+        "Х": "X",
+        "У": "Y",
+        "Α": "A",
+        "Β": "B",
+        "Ε": "E",
+        "Ζ": "Z",
+        "Η": "H",
+        "Ι": "I",
+        "Κ": "K",
+        "Μ": "M",
+        "Ν": "N",
+        "Ο": "O",
+        "Ρ": "P",
+        "Τ": "T",
+        "Υ": "Y",
+        "Χ": "X",
+    }
+)
+
+
+def reader_text(text: str) -> str:
+    """``text`` as a reader sees it: NFKC-normalised, without format characters (zero-width
+    spaces and joiners, soft hyphens, bidi controls), look-alike letters folded onto Latin
+    ones, case-folded. Linear in the length of ``text``."""
+    text = unicodedata.normalize("NFKC", text)
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    return text.translate(_CONFUSABLES).casefold()
+
+
 def _words(text: str) -> list[str]:
-    return _WORD_RE.findall(text.lower())
+    return _WORD_RE.findall(reader_text(text))
+
+
+PAIR_WINDOW = 3
+"""Word pairs of :func:`copied_share` join each word with the next ``PAIR_WINDOW`` words."""
+
+
+def _pairs(words: list[str]) -> set[tuple[str, str]]:
+    """Unordered pairs of words at most :data:`PAIR_WINDOW` apart: a local reordering, a dropped
+    or an inserted word keeps most of them (an n-gram loses n)."""
+    out: set[tuple[str, str]] = set()
+    for i, a in enumerate(words):
+        for b in words[i + 1 : i + 1 + PAIR_WINDOW]:
+            out.add((a, b) if a <= b else (b, a))
+    return out
+
+
+_FUNCTION_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "if",
+        "so",
+        "to",
+        "of",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "by",
+        "from",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "am",
+        "i",
+        "me",
+        "my",
+        "we",
+        "our",
+        "you",
+        "your",
+        "he",
+        "him",
+        "his",
+        "she",
+        "her",
+        "it",
+        "its",
+        "they",
+        "them",
+        "their",
+        "this",
+        "that",
+        "these",
+        "those",
+        "not",
+        "no",
+        "do",
+        "did",
+        "does",
+        "have",
+        "has",
+        "had",
+        "will",
+        "would",
+        "can",
+        "could",
+        "just",
+        "very",
+        "really",
+    ]
+)
+
+
+def _content_words(text: str) -> list[str]:
+    """The words of :func:`reader_text` without function words: pairs of function words occur
+    in any two English texts and would make every summary look copied."""
+    return [w for w in _words(text) if w not in _FUNCTION_WORDS]
+
+
+def copied_share(text: str, source: str) -> float:
+    """Share of the content-word pairs of ``text`` (see :func:`_pairs`, over
+    :func:`reader_text`) that also occur in ``source``: high for a copy with local edits
+    (reordered, dropped or inserted words, look-alike or invisible characters), low for a
+    summary. Linear in the texts' lengths (at most ``PAIR_WINDOW`` pairs per word)."""
+    return _containment(text, _pairs(_content_words(source)))
 
 
 def _ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
@@ -118,7 +297,7 @@ def transition_use(text: str) -> tuple[float, int]:
     words = len(_words(text))
     if not words:
         return 0.0, 0
-    lower = text.lower()
+    lower = reader_text(text)
     covered = run = longest = 0
     last_end = -1
     for match in _TRANSITION_RE.finditer(lower):
@@ -138,10 +317,10 @@ def check_guards(
     if max(len(p) for p in parts) > config.max_chars:
         return ["oversized"], {"max_part_chars": float(max(len(p) for p in parts))}
     # The source is ours (a post, an abstract), not the model's: it may be long, and is read once.
-    source_grams = set(_ngrams(_words(source), 5))
+    source_pairs = _pairs(_content_words(source))
     measured = {
         "repeated": max(repeated_fraction(p) for p in parts),
-        "copied": max(_containment(p, source_grams) for p in parts),
+        "copied": max(_containment(p, source_pairs) for p in parts),
         "shared": _shared(parts),
     }
     uses = [transition_use(p) for p in parts]
@@ -162,11 +341,18 @@ def check_guards(
     return fired, measured
 
 
-def _containment(text: str, grams: set[tuple[str, ...]]) -> float:
-    own = set(_ngrams(_words(text), 5))
-    return len(own & grams) / len(own) if own else 0.0
+PRIOR_PAIRS = 6
+"""Pairs added to the denominator of :func:`copied_share`: a short honest TL;DR has few pairs,
+and a handful found in the post must not read as a copy (a pasted part has many)."""
+
+
+def _containment(text: str, pairs: set[tuple[str, str]]) -> float:
+    own = _pairs(_content_words(text))
+    return len(own & pairs) / (len(own) + PRIOR_PAIRS)
 
 
 def _shared(parts: tuple[str, str]) -> float:
+    # 5-grams here: an honest detailed part restates the concise one in its words, which
+    # word pairs would count as copying; a partner's copy shares whole phrases.
     shorter, longer = sorted(parts, key=lambda p: len(_words(p)))
     return ngram_containment(shorter, longer)
