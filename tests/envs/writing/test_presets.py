@@ -21,9 +21,10 @@ OFFICIAL = {
     "eval_interval": 20,
     "eval_num_samples": 4,
 }
+# The shipped benchmark files (offline, no flag needed); the hub data by flags.
 DATA = {
-    "magrpo-tldr": ("tldr-v0", "trl-lib/tldr", "train[:1100]", "test[:1100]"),
-    "magrpo-arxiv": ("arxiv_intro-v0", "OpenMLRL/arXiv_abstract", "train[:1100]", "val[:1100]"),
+    "magrpo-tldr": ("tldr-v0", "tldr", "train", "eval"),
+    "magrpo-arxiv": ("arxiv_intro-v0", "arxiv", "train", "eval"),
 }
 
 
@@ -46,6 +47,31 @@ def test_official_values_reach_the_run(name):
     assert t.steps == OFFICIAL["epochs_x_prompts"]
     assert (t.eval_every, t.eval_tasks) == (OFFICIAL["eval_interval"], OFFICIAL["eval_num_samples"])
     assert a.lr == OFFICIAL["lr"] and a.kl_coef == 0.0
+
+
+@pytest.mark.parametrize(
+    ("name", "file", "sizes"),
+    [
+        ("magrpo-tldr", "tldr/test.jsonl", (400, 100)),
+        ("magrpo-arxiv", "arxiv_abstracts/arxiv_data.csv", (793, 200)),
+    ],
+)
+def test_the_full_presets_read_the_shipped_data_offline(data_dir, monkeypatch, name, file, sizes):
+    """Issue 24 item 10: the full presets' envs load the benchmark file in $LLM_MARL_DATA_DIR,
+    with no flag and no Hugging Face read (a hub read fails here)."""
+    import datasets
+
+    def offline(*args, **kwargs):
+        raise AssertionError("the preset read a Hugging Face dataset")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    monkeypatch.setenv("LLM_MARL_DATA_DIR", str(data_dir))
+    t = preset_config("magrpo", name).trainer
+    train = llm_marl.make(t.env, **t.env_kwargs).unwrapped
+    held_out = llm_marl.make(t.env, **{**t.env_kwargs, **(t.eval_env_kwargs or {})}).unwrapped
+    assert train.dataset_source == held_out.dataset_source == str(data_dir / file)
+    assert (len(train.tasks), len(held_out.tasks)) == sizes
+    assert {x["task_id"] for x in train.tasks}.isdisjoint(x["task_id"] for x in held_out.tasks)
 
 
 def test_the_toy_preset_trains_and_evaluates_on_disjoint_posts():
