@@ -57,3 +57,12 @@ def test_the_custom_algorithm_guide_shows_the_whole_example():
     for line in code.splitlines():
         if line.strip() and not line.startswith("# ----"):
             assert line in shown, f"the guide leaves out: {line!r}"
+
+
+def test_every_env_page_is_in_the_site_navigation():
+    root = Path(__file__).resolve().parents[1]
+    nav = (root / "mkdocs.yml").read_text(encoding="utf-8")
+    pages = sorted(p.name for p in (root / "docs" / "envs").glob("*.md"))
+    assert pages, "no env pages"
+    missing = [p for p in pages if f"envs/{p}" not in nav]
+    assert not missing, f"env pages missing from mkdocs.yml's nav: {missing}"
