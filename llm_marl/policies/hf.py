@@ -677,8 +677,10 @@ class HFPolicy(ChatTokenPolicy):
         return self._generate_ids(prompts, sampling)
 
     def _pads_rows(self) -> bool:
-        # transformers pads rows that finished early; an engine returns each row as sampled.
-        return self.generation_engine is None
+        # transformers pads rows that finished early; an engine returns each row as sampled,
+        # unless it says it samples with transformers too (a sharded learner's sampler).
+        engine = self.generation_engine
+        return engine is None or bool(getattr(engine, "pads_rows", False))
 
     def _generate_ids(
         self, prompts: list[list[int]], sampling: SamplingParams

@@ -116,8 +116,9 @@ class PoliciesConfig:
     world_size: int = 1
     """Ranks (devices) each trainable policy's learner is sharded over with FSDP2
     (:func:`~llm_marl.policies.sharded.shard_policy`). ``llm-marl train --dry-run`` plans
-    memory for it; the single-process Trainer trains with 1 (a sharded learner runs under
-    ``torchrun`` or the Ray executor, one process per rank: ``docs/guides/scaling.md``)."""
+    memory for it. Above 1, ``llm-marl train`` must be started by ``torchrun
+    --nproc-per-node N``, one process per rank (:mod:`llm_marl.train.distributed`,
+    ``docs/guides/scaling.md``)."""
     mixed_precision: bool = False
     """Sharded learners: compute in bf16 from fp32 sharded weights, reduce gradients in fp32
     (FSDP2's ``MixedPrecisionPolicy``)."""

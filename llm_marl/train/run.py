@@ -531,15 +531,15 @@ def _with_env_policy(
 
 
 def run(config: RunConfig) -> TrainResult:
-    """Train: save the config, build the policies and the algorithm, train, check the frozen."""
+    """Train: save the config, build the policies and the algorithm, train, check the frozen.
+
+    With ``policies.world_size > 1`` this is one rank of a sharded learner started by
+    ``torchrun`` (see :mod:`llm_marl.train.distributed`); every rank calls it.
+    """
+    if config.policies.world_size > 1:
+        return _run_sharded(config)
     from llm_marl.train.trainer import Trainer
 
-    if config.policies.world_size > 1:
-        raise ConfigError(
-            f"policies.world_size={config.policies.world_size}: this Trainer runs one process; "
-            "a sharded learner runs one process per rank (torchrun or the Ray executor, see "
-            "docs/guides/scaling.md). `llm-marl train --dry-run` plans its memory."
-        )
     given = config
     config = attach_judge(attach_expert(config))
     policies = build_policies(config)
@@ -562,3 +562,74 @@ def run(config: RunConfig) -> TrainResult:
 def _engine(policy: Any) -> Any:
     """The generation engine attached to a policy (``policies.backend vllm``), or None."""
     return getattr(policy, "generation_engine", None)
+
+
+def _run_sharded(config: RunConfig) -> TrainResult:
+    """One rank of :func:`run` with a sharded learner (:mod:`llm_marl.train.distributed`)."""
+    import shutil
+
+    import torch.distributed as dist
+
+    from llm_marl.train.distributed import (
+        ShardedTrainer,
+        check_launch,
+        init_learner_group,
+        join_learner_group,
+        rank_output_dir,
+        shard_learners,
+    )
+
+    pc, tc = config.policies, config.trainer
+    check_launch(pc.world_size)  # before anything else: how to launch it, in one line
+    if tc.resume:
+        raise ConfigError(
+            f"policies.world_size={pc.world_size}: resuming a sharded learner's run is not "
+            "supported yet (its checkpoints hold weights only); drop --trainer.resume"
+        )
+    if pc.backend != "transformers":
+        raise ConfigError(
+            f"policies.world_size={pc.world_size}: rank 0 samples with transformers copies of "
+            f"the sharded policies; policies.backend {pc.backend} is not wired to a sharded "
+            "learner yet"
+        )
+    if pc.lora:
+        raise ConfigError(
+            f"policies.world_size={pc.world_size}: LoRA adapters share one base model, which "
+            "`llm-marl train` does not shard yet; train full models or use world_size 1"
+        )
+    group = init_learner_group(pc)
+    scratch = rank_output_dir(group.rank)
+    try:
+        given = config
+        if group.device != pc.device:
+            config = dataclasses.replace(
+                config, policies=dataclasses.replace(pc, device=group.device)
+            )
+        if scratch is not None:  # only rank 0 writes the run's outputs
+            quiet = dataclasses.replace(
+                tc,
+                output_dir=scratch,
+                console=False,
+                progress=False,
+                plot=False,
+                tensorboard=False,
+                wandb=False,
+            )
+            config = dataclasses.replace(config, trainer=quiet)
+        config = attach_judge(attach_expert(config))
+        policies = build_policies(config)
+        join_learner_group(group)
+        policies = shard_learners(policies, config.policies, group)
+        algorithm = get_algorithm(config.algo).build(config.algorithm)
+        trainer = ShardedTrainer(algorithm, policies, config.trainer, group=group)
+        if group.rank == 0:
+            trainer.on_start = lambda: _save_config(given)
+        frozen = FrozenWeights(policies)
+        result = trainer.train()
+        frozen.verify(report=group.rank == 0)
+        return result
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)

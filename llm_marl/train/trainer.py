@@ -538,23 +538,8 @@ class Trainer:
 
     def train_step(self, step: int) -> dict[str, float]:
         """One step: collect ``tasks_per_step x group_size`` episodes, drop errors, update."""
-        cfg = self.config
         t0 = time.perf_counter()
-        # The algorithm plays the step (linear episodes by default, trees for MAGRPO's tree
-        # mode); the metrics read episodes either way.
-        rollouts = self.algorithm.collect(
-            self.env,
-            self.tasks_for_step(step),
-            group_size=cfg.group_size,
-            sampling=self.sampling,
-            seed=self.collect_seed(step),
-            env_kwargs=cfg.env_kwargs if isinstance(self.env, str) else None,
-            progress=False,
-            max_workers=cfg.max_workers,
-            # Only when set: an algorithm's own collect() need not know the option otherwise.
-            **({"share_frozen": cfg.share_frozen} if cfg.share_frozen else {}),
-            **({"executor": self.executor} if self.executor is not None else {}),
-        )
+        rollouts = self.play_step(step)
         t1 = time.perf_counter()
         ok: list[Any] = [r for r in rollouts if r.ok]
         metrics = episode_metrics(as_episodes(rollouts))
@@ -570,6 +555,25 @@ class Trainer:
         metrics["time/update"] = t2 - t1
         metrics["time/step"] = t2 - t0
         return metrics
+
+    def play_step(self, step: int) -> list[Any]:
+        """The rollouts of training step ``step`` (what :meth:`train_step` learns from)."""
+        cfg = self.config
+        # The algorithm plays the step (linear episodes by default, trees for MAGRPO's tree
+        # mode); the metrics read episodes either way.
+        return self.algorithm.collect(
+            self.env,
+            self.tasks_for_step(step),
+            group_size=cfg.group_size,
+            sampling=self.sampling,
+            seed=self.collect_seed(step),
+            env_kwargs=cfg.env_kwargs if isinstance(self.env, str) else None,
+            progress=False,
+            max_workers=cfg.max_workers,
+            # Only when set: an algorithm's own collect() need not know the option otherwise.
+            **({"share_frozen": cfg.share_frozen} if cfg.share_frozen else {}),
+            **({"executor": self.executor} if self.executor is not None else {}),
+        )
 
     def sync_samplers(self) -> None:
         """Call ``after_update()`` once on each distinct trainable policy that defines it.
