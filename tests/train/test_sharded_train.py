@@ -115,16 +115,20 @@ def test_world_size_without_torchrun_is_one_line(monkeypatch, capsys, tmp_path: 
 
 
 @pytest.mark.parametrize(
-    ("flag", "words"),
-    [("--trainer.resume", "resuming a sharded learner"), ("--policies.lora", "LoRA")],
+    ("flag", "value", "words"),
+    [
+        ("--trainer.resume", "true", "resuming a sharded learner"),
+        ("--policies.lora", "true", "LoRA"),
+        ("--policies.backend", "vllm", "backend vllm"),
+    ],
 )
 def test_sharded_run_refuses_what_it_cannot_do(
-    monkeypatch, capsys, tmp_path: Path, flag: str, words: str
+    monkeypatch, capsys, tmp_path: Path, flag: str, value: str, words: str
 ) -> None:
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    argv = [*RUN, "--policies.world_size", "2", "--trainer.output_dir", str(tmp_path), flag, "true"]
-    assert main(argv) == 2
+    argv = [*RUN, "--policies.world_size", "2", "--trainer.output_dir", str(tmp_path)]
+    assert main([*argv, flag, value]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and words in err
     assert not any(tmp_path.iterdir())
