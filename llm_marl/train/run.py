@@ -586,6 +586,11 @@ def _run_sharded(config: RunConfig) -> TrainResult:
             f"policies.world_size={pc.world_size}: resuming a sharded learner's run is not "
             "supported yet (its checkpoints hold weights only); drop --trainer.resume"
         )
+    if tc.executor != "local":
+        raise ConfigError(
+            f"policies.world_size={pc.world_size}: rank 0 plays the rollouts in process; "
+            f"trainer.executor {tc.executor} is not wired to a sharded learner yet"
+        )
     if pc.backend != "transformers":
         raise ConfigError(
             f"policies.world_size={pc.world_size}: rank 0 samples with transformers copies of "

@@ -120,6 +120,7 @@ def test_world_size_without_torchrun_is_one_line(monkeypatch, capsys, tmp_path: 
         ("--trainer.resume", "true", "resuming a sharded learner"),
         ("--policies.lora", "true", "LoRA"),
         ("--policies.backend", "vllm", "backend vllm"),
+        ("--trainer.executor", "ray", "executor ray"),
     ],
 )
 def test_sharded_run_refuses_what_it_cannot_do(
