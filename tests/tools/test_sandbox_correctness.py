@@ -140,14 +140,20 @@ def f(kind):
     assert report.status is Status.OK, [t for t in report.tests if not t.passed]
 
 
-def test_tests_can_use_helpers_defined_by_the_program(sandbox):
-    # HumanEval/32-style: the check calls a helper from the prompt (poly) on the result.
-    program = """
+POLY = """
 import math
 
 def poly(xs, x):
     return sum(c * math.pow(x, i) for i, c in enumerate(xs))
+"""
 
+
+def test_tests_use_the_task_helpers_given_as_task_code(sandbox):
+    # HumanEval/32-style: the check calls a helper from the prompt (poly) on the result; the
+    # helper comes from the task's code, never from the program (issue 28, item 15).
+    program = (
+        POLY
+        + """
 def find_zero(xs):
     lo, hi = -100.0, 100.0
     for _ in range(200):
@@ -158,6 +164,7 @@ def find_zero(xs):
             lo = mid
     return lo
 """
+    )
     tests = """
 def check(candidate):
     import math
@@ -168,7 +175,10 @@ def check(candidate):
         solution = candidate(coeffs)
         assert math.fabs(poly(coeffs, solution)) < 1e-4
 """
-    report = sandbox.run_tests(program, tests, entry_point="find_zero")
+    with pytest.raises(ValueError, match="poly.*task_code"):
+        sandbox.run_tests(program, tests, entry_point="find_zero")
+    suite = TestSuite.from_check(tests, "find_zero", task_code=POLY)
+    report = sandbox.run_tests(program, suite)
     assert report.status is Status.OK, report
 
 

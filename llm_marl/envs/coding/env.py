@@ -44,7 +44,11 @@ Reward (joint, every agent; MAGRPO's code levels, weights in :class:`CodeRewardC
     + 0.5 aux_used + 1.0 not_wrapper - 0.5 aux_result_ignored``. Gated as in the paper: nothing
     after ``main_defined`` without the entry point, nothing after ``syntax`` if the program does
     not parse, and the three cooperation terms only when >= 1 test passes and ``aux`` exists.
-    A function counts as defined only if its definition parses and returns a value.
+    A function counts as defined only if its definition parses and returns a value. By default
+    (``cooperation="behaviour"``) ``aux_used`` and ``not_wrapper`` are decided by running the
+    scoring tests again with ``aux`` replaced by a stub returning a sentinel: main uses ``aux``
+    when its results change, and is a thin wrapper when it returns the sentinel unchanged;
+    ``cooperation="static"`` reads main's source as the paper does (the paper presets).
     Range [0, 4]. Single-agent: ``main_defined + syntax + tests``, range [0, 2.1]. The weighted
     terms are ``infos[agent]["reward_components"]``; ``infos`` also carry ``tests_passed``,
     ``tests_total``, ``pass_rate``, ``syntax_ok`` and ``program``. See
@@ -133,8 +137,9 @@ from __future__ import annotations
 
 import functools
 import threading
+import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from llm_marl.envs.base import InfrastructureError, LLMParallelEnv, Task, Transition
@@ -144,7 +149,7 @@ from llm_marl.envs.coding import official, prompts
 from llm_marl.envs.coding.datasets import load_tasks
 from llm_marl.envs.coding.rewards import CodeFacts, CodeRewardConfig, code_reward
 from llm_marl.envs.coding.sandboxes import SANDBOX_KINDS, shared_sandbox
-from llm_marl.envs.coding.testsuite import SCORE_ON, TaskTests, task_tests
+from llm_marl.envs.coding.testsuite import SCORE_ON, TaskTests, build_suite, task_tests
 
 if TYPE_CHECKING:
     from llm_marl.tools.sandbox import Sandbox, TeamProgram, TestReport
@@ -157,6 +162,9 @@ PROMPT_STYLES = ("ours", "official")
 """Prompt layouts (``prompt_style=``): ours, or the MAGRPO reference code's (:mod:`.official`)."""
 FEEDBACK = ("tests", "expert")
 """Feedback modes (``feedback=``): the env's test report, or an expert's edits."""
+COOPERATION = ("behaviour", "static")
+"""How ``aux_used`` and ``not_wrapper`` are decided (``cooperation=``): by running main with a
+stub ``aux`` (default), or by the paper's static checks of main's source."""
 ENV_NAMES = {"coophumaneval": "coop_humaneval", "humaneval": "humaneval", "mbpp": "mbpp"}
 
 
@@ -176,6 +184,9 @@ class _Outcome:
     status: str | None = None
     load_failed: bool = False
     """The program failed to load, before any test called it: its error says nothing of a test."""
+    sentinel_returns: tuple[int, int, int] | None = None
+    """With a watched suite: ``(calls of main, calls that returned the sentinel, digest of
+    main's results)`` (``TestReport.sentinel_returns``)."""
 
 
 class CodeCollabEnv(LLMParallelEnv):
@@ -226,6 +237,14 @@ class CodeCollabEnv(LLMParallelEnv):
             (default True; see :mod:`llm_marl.tools.sandbox.program`). ``False`` runs the joined
             program in one interpreter, as the paper's reference code does, where the helper's
             code can rebind or rewrite the entry point at run time.
+        cooperation: how the cooperation terms are decided. ``"behaviour"`` (default): the
+            scoring tests run a second time with ``aux`` replaced by a stub that returns a
+            sentinel; main *uses* ``aux`` when a scoring test's outcome changes or main
+            returns the sentinel, and is a *thin wrapper* when every call of main returned the
+            sentinel unchanged (or the static check says so). ``"static"``: the paper's checks
+            of main's source (a call of ``aux`` anywhere in main; main is ``return aux(...)``),
+            which a dead-code call, an ignored value, a re-implementation beside an unused
+            ``aux`` or a disguised wrapper satisfy; the paper presets use it.
         timeout: seconds the program may take to load, and for each test (its own time).
         render_mode: ``"ansi"`` or ``"human"``.
 
@@ -254,6 +273,7 @@ class CodeCollabEnv(LLMParallelEnv):
         feedback_tests: str | None = None,
         feedback_first: int = 1,
         isolate_main: bool = True,
+        cooperation: str = "behaviour",
         timeout: float = 10.0,
         feedback: str = "tests",
         expert: ex.Expert | None = None,
@@ -315,6 +335,9 @@ class CodeCollabEnv(LLMParallelEnv):
         self.feedback_first = feedback_first
         self.score_on = score_on
         self.isolate_main = bool(isolate_main)
+        if cooperation not in COOPERATION:
+            raise ValueError(f"cooperation must be one of {COOPERATION}, got {cooperation!r}")
+        self.cooperation = cooperation
         self.timeout = float(timeout)
         self.feedback = feedback
         self.expert = expert
@@ -420,7 +443,11 @@ class CodeCollabEnv(LLMParallelEnv):
         isolate = self.isolate_main and not self.single_agent
         runnable = team if isolate else program
         if main_defined and syntax_ok:
-            outcome = self._run(runnable, tests.suite)
+            suite = tests.suite
+            if self.cooperation == "behaviour" and not self.single_agent:
+                # Watched: the test runner fingerprints main's results, for the probe below.
+                suite = replace(suite, sentinel=_sentinel(task))
+            outcome = self._run(runnable, suite)
         units_passed = outcome.passed or {}
         scoring_passed = sum(1 for i in tests.scoring if units_passed.get(i, False))
         cooperation: dict[str, bool] = {}
@@ -432,6 +459,17 @@ class CodeCollabEnv(LLMParallelEnv):
                 "thin_wrapper": cu.is_thin_wrapper(main_block, AUX),
                 "aux_result_ignored": cu.discards_result(main_block, AUX),
             }
+            if (
+                self.cooperation == "behaviour"
+                and outcome.ran
+                and scoring_passed > 0
+                and cooperation["aux_present"]
+            ):
+                found = self._probe_cooperation(
+                    task, preamble, helper_sub, code["main"], tests, outcome, isolate
+                )
+                cooperation["aux_called"] = found["aux_called"]
+                cooperation["thin_wrapper"] = found["thin_wrapper"] or cooperation["thin_wrapper"]
         facts = CodeFacts(
             main_defined=main_defined,
             syntax_ok=syntax_ok,
@@ -489,6 +527,14 @@ class CodeCollabEnv(LLMParallelEnv):
 
     # ------------------------------------------------------------------ internals
     def _tests(self, task: Task) -> TaskTests:
+        suite = build_suite(task["test"], task["entry_point"], task["prompt"])
+        # Units that pass whatever the program returns are found by running the suite against
+        # probe programs (cached by the sandbox), and never score.
+        failable = getattr(self.sandbox, "failable", None)
+        if callable(failable):
+            from llm_marl.tools.sandbox import Limits
+
+            suite = failable(suite, Limits(timeout=self.timeout, test_timeout=self.timeout))
         return task_tests(
             task["test"],
             task["entry_point"],
@@ -497,6 +543,7 @@ class CodeCollabEnv(LLMParallelEnv):
             self.feedback_fraction if self.feedback_tests == "held-out" else 0.0,
             self.score_on,
             self.feedback_first if self.feedback_tests == "first" and self.num_rounds > 1 else None,
+            suite,
         )
 
     def _check_task(self, task: Task) -> None:
@@ -506,6 +553,42 @@ class CodeCollabEnv(LLMParallelEnv):
                 f"task {task.get('task_id')!r} lacks the text field(s) {missing}; coding tasks "
                 "need task_id, prompt, test and entry_point"
             )
+
+    def _probe_cooperation(
+        self,
+        task: Task,
+        preamble: str,
+        helper_sub: cu.Submission,
+        main_code: str,
+        tests: TaskTests,
+        outcome: _Outcome,
+        isolate: bool,
+    ) -> dict[str, bool]:
+        """Decide ``aux_called`` and ``thin_wrapper`` from behaviour (``cooperation=
+        "behaviour"``): run the scoring tests with the helper's ``aux`` replaced by a stub that
+        returns a sentinel string (the helper's other code stays). Main uses ``aux`` when a
+        scoring test's outcome changes or main returns the sentinel; it is a thin wrapper when
+        every call of main returned the sentinel unchanged (counted by the trusted test
+        runner)."""
+        from llm_marl.tools.sandbox.program import TeamProgram, join_parts
+
+        sentinel = _sentinel(task)
+        stub = f"def {AUX}(*args, **kwargs):\n    return {sentinel!r}\n"
+        entry = task["entry_point"]
+        rest = join_parts([*helper_sub.program_parts(drop=[entry, AUX]), stub])
+        team = TeamProgram(preamble, (rest, main_code), entry_part=1)
+        probe = self._run(team if isolate else team.source, replace(tests.suite, sentinel=sentinel))
+        assert outcome.passed is not None and probe.passed is not None
+        units = range(len(tests.suite.tests))
+        real = [outcome.passed.get(i, False) for i in units]
+        stubbed = [probe.passed.get(i, False) for i in units]
+        calls, returned, digest = probe.sentinel_returns or (0, 0, 0)
+        real_digest = outcome.sentinel_returns[2] if outcome.sentinel_returns else None
+        return {
+            # Main's results (on every unit: weak tests may not tell) or outcomes changed.
+            "aux_called": real != stubbed or returned > 0 or digest != real_digest,
+            "thin_wrapper": calls > 0 and returned == calls,
+        }
 
     def _feedback_run(
         self, program: str | TeamProgram, tests: TaskTests, scoring: _Outcome
@@ -549,7 +632,15 @@ class CodeCollabEnv(LLMParallelEnv):
         load_failed = bool(report.tests) and all(
             t.error == _NOT_LOADED and not t.passed for t in report.tests
         )
-        return _Outcome(True, passed, errors, program_error, str(report.status), load_failed)
+        return _Outcome(
+            True,
+            passed,
+            errors,
+            program_error,
+            str(report.status),
+            load_failed,
+            report.sentinel_returns,
+        )
 
     def _give_feedback(self, subs, aux_called, own_syntax, ignored, outcome, tests, entry) -> None:
         failures, passed = _feedback_results(outcome, tests)
@@ -738,6 +829,11 @@ def _feedback_results(outcome: _Outcome, tests: TaskTests) -> tuple[list[tuple[s
             else:
                 failures.append((tests.suite.tests[index], _last_line(outcome.errors.get(index))))
     return failures, passed
+
+
+def _sentinel(task: Task) -> str:
+    """The value a cooperation probe's stub ``aux`` returns: a string no task expects."""
+    return f"\u2063aux-probe-{zlib.crc32(str(task['task_id']).encode()):08x}\u2063"
 
 
 # The error of every test of a program that failed to load (``verdict.make_test_report``).

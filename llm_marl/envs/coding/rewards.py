@@ -32,7 +32,10 @@ Where we differ from the reference code, and why
     * "Defined" needs the definition to parse (the reference matched ``def name(`` and
       ``return`` as text), so output that cannot run never earns a structure reward.
     * The cooperation checks read the AST (the reference used regular expressions, so an
-      ``aux(`` inside a comment or string counted as a call).
+      ``aux(`` inside a comment or string counted as a call); by default the env decides
+      ``aux_used`` and ``not_wrapper`` from behaviour instead (main's results with ``aux``
+      replaced by a stub, see ``cooperation=`` of :class:`~llm_marl.envs.coding.env.CodeCollabEnv`),
+      and ``cooperation="static"`` keeps the paper's reading of the source.
     * Test units are every statement of ``check`` holding an ``assert`` that can fail (loops of
       random checks included; ``assert True`` and other asserts that never read the program are
       not units); the reference kept only one-line asserts mentioning ``candidate``.

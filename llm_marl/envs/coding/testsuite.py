@@ -72,6 +72,7 @@ def repair_test_source(test: str) -> str:
     return _MANGLED_ISCLOSE.sub("math.isclose(", test)
 
 
+@functools.lru_cache(maxsize=4096)
 def build_suite(test: str, entry_point: str, prompt: str) -> Any:
     """The sandbox :class:`~llm_marl.tools.sandbox.TestSuite` of a task (see the module docstring).
 
@@ -126,16 +127,21 @@ def task_tests(
     feedback_fraction: float,
     score_on: str,
     shown_first: int | None = None,
+    suite: Any = None,
 ) -> TaskTests:
     """Suite, shown units and feedback/scoring split of a task (cached: env copies share it).
 
     ``shown_first`` (the official way): the first ``shown_first`` units (0: all of them) give
     feedback and every unit scores; ``feedback_fraction`` is then unused. ``None``: the units
     are split by :func:`split_units` (feedback units do not score).
+
+    ``suite``: the task's suite as a sandbox refined it (``PooledSandbox.failable``: units that
+    pass whatever the program returns left out); default :func:`build_suite`'s.
     """
     if score_on not in SCORE_ON:
         raise ValueError(f"score_on must be one of {SCORE_ON}, got {score_on!r}")
-    suite = build_suite(test, entry_point, prompt)
+    if suite is None:
+        suite = build_suite(test, entry_point, prompt)
     shown = shown_units(suite.tests, _check_param(test), entry_point, prompt)
     prefer = [i for i, s in enumerate(shown) if s] if score_on == "hidden" else []
     n = len(suite.tests)

@@ -188,6 +188,11 @@ class TestReport:
     error: str | None = None
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+    sentinel_returns: tuple[int, int, int] | None = None
+    """With a suite's :attr:`~llm_marl.tools.sandbox.TestSuite.sentinel`: ``(calls, returns,
+    digest)``, how many times the tests called the entry point, how many of those calls
+    returned the sentinel unchanged, and a CRC-32 of every value (or exception type) the calls
+    returned, equal for equal results in any process (counted by the test runner)."""
 
     __test__ = False  # not a pytest test class
 

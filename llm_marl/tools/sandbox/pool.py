@@ -17,6 +17,7 @@ fails, the supervisor reports an infrastructure fault) is the result ``INFRA_ERR
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -231,6 +232,7 @@ class PooledSandbox:
         self._closed = False
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._probed: dict[TestSuite, TestSuite] = {}
 
     def _start_pool(self) -> None:
         """Start every worker now so that set-up errors surface at construction."""
@@ -396,6 +398,62 @@ class PooledSandbox:
                 f"entry_point={entry_point!r} disagrees with the suite's {suite.entry_point!r}"
             )
         limits = limits or self.limits
+        suite = self.failable(suite, limits)
+        return self._run_suite(program, suite, limits, owner)
+
+    def failable(self, suite: TestSuite, limits: Limits | None = None) -> TestSuite:
+        """``suite`` without the units that cannot fail, found by running it.
+
+        A unit that passes against every probe program -- one whose functions (the entry point
+        and every name the tests read from the program) all return the same sentinel: a string
+        no task expects, ``None``, or ``0`` -- passes whatever the program does (``assert
+        candidate(x) or True``, ``assert candidate(x) == candidate(x)``, a comparison that only
+        touches the value...): it is left out and listed in :attr:`TestSuite.unscored`. The
+        result is cached per suite and marked :attr:`TestSuite.probed`; :meth:`run_tests` probes
+        every suite it is given that is not marked. When a probe cannot run (an infrastructure
+        error) the suite is returned as it is, unmarked.
+
+        Raises:
+            ValueError: no unit can fail.
+        """
+        if suite.probed:
+            return suite
+        with self._lock:
+            cached = self._probed.get(suite)
+        if cached is not None:
+            return cached
+        limits = limits or self.limits
+        names = suite.program_names()
+        reports = []
+        for value in _PROBE_VALUES:
+            program = "".join(f"def {n}(*args, **kwargs):\n    return {value!r}\n" for n in names)
+            report = self._run_suite(program, suite, limits, None)
+            if report.status is Status.INFRA_ERROR:
+                return suite
+            reports.append(report)
+        always = [i for i in range(len(suite.tests)) if all(r.tests[i].passed for r in reports)]
+        if len(always) == len(suite.tests):
+            raise ValueError(_NOTHING_CAN_FAIL_RUN)
+        if always:
+            keep = [i for i in range(len(suite.tests)) if i not in always]
+            refined, _ = suite.subset(keep)
+            unscored = suite.unscored + tuple(suite.tests[i] for i in always)
+            refined = dataclasses.replace(refined, unscored=unscored, probed=True)
+        else:
+            refined = dataclasses.replace(suite, probed=True)
+        with self._lock:
+            if len(self._probed) >= _PROBE_CACHE:
+                self._probed.pop(next(iter(self._probed)))
+            self._probed[suite] = refined
+        return refined
+
+    def _run_suite(
+        self,
+        program: str,
+        suite: TestSuite,
+        limits: Limits,
+        owner: dict[str, object] | None,
+    ) -> TestReport:
         too_big = _too_big(program, limits)
         if too_big:
             return crash_test_report(suite, Status.FAILED, too_big)
@@ -473,6 +531,16 @@ class PooledSandbox:
     def __del__(self) -> None:  # pragma: no cover - depends on GC timing
         with contextlib.suppress(Exception):
             self.close()
+
+
+# What the probe programs' functions return (PooledSandbox.failable): a string no task expects,
+# None and 0. A unit that passes against all three passes whatever the program does.
+_PROBE_VALUES = ("\u2063llm-marl probe\u2063", None, 0)
+_PROBE_CACHE = 4096
+_NOTHING_CAN_FAIL_RUN = (
+    "no test can fail: every unit passes against programs that return a fixed sentinel, so "
+    "the suite would score every program the same"
+)
 
 
 def _too_big(program: str, limits: Limits) -> str | None:

@@ -32,7 +32,11 @@ Names the task defines are the task's
     ``task_code`` (e.g. the imports and helper functions a HumanEval prompt gives, such as
     ``poly`` in HumanEval/32) runs in the tests' namespace, with the test module's own top-level
     code, *after* the program's names are bound there, so the tests always use the task's
-    definitions, never a program's redefinition of them.
+    definitions, never a program's redefinition of them. A ``check`` that reads a name neither
+    the test code nor the task code defines (other than the entry point and standard modules,
+    which the test runner imports itself) is refused with ``ValueError``: without the task's
+    code such a name could only come from the program, which could then redefine the task
+    (an identity ``encode_cyclic`` passing HumanEval/38, a ``poly`` returning 0 passing /32).
 
 Input bounds
     Test sources are trusted dataset text, but parsing them still costs linear time: each source
@@ -49,6 +53,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import functools
 import json
 import re
@@ -78,6 +83,9 @@ _CONSTANT_ON_PROXY = frozenset(
     {"callable", "id", "type", "isinstance", "issubclass", "hasattr", "repr", "str", "bool"}
 )
 _LINE_END = re.compile(r"\r\n|\r|\n")
+# Standard modules a check may use without importing them (the reference harness ran checks
+# where the program's imports were visible): the test runner imports them itself.
+_STDLIB_MODULES = frozenset(getattr(sys, "stdlib_module_names", ()))
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,15 @@ class TestSuite:
     origin: tuple[str, ...] | None = None
     """How a check-style suite was built (source, entry point, check name, task code), so that
     :meth:`subset` can rebuild it with fewer units."""
+    sentinel: str | None = None
+    """A cooperation probe's value: the test runner counts the entry point's calls that return
+    it unchanged (:attr:`TestReport.sentinel_returns`); see ``dataclasses.replace``."""
+    probed: bool = False
+    """The units that pass whatever the program returns were found by running the suite against
+    probe programs and left out (``PooledSandbox.failable``)."""
+    origin_units: tuple[int, ...] | None = None
+    """For a check-style suite that holds only some of its source's units (a subset, or probed):
+    their indices among all the source's units."""
 
     __test__ = False  # not a pytest test class
 
@@ -128,15 +145,46 @@ class TestSuite:
             raise ValueError(f"unit indices must be in [0, {len(self.tests)}), got {chosen}")
         if self.origin is not None:
             source, entry_point, check_name, task_code = self.origin
+            # Units are numbered among all the units of the source (origin_units: which ones
+            # this suite holds).
+            own = self.origin_units or tuple(range(len(self.tests)))
+            position = {unit: i for i, unit in enumerate(own)}
             kept: list[int] = []
             suite = TestSuite.from_check(
-                source, entry_point, check_name, task_code, units=frozenset(chosen), _kept=kept
+                source,
+                entry_point,
+                check_name,
+                task_code,
+                units=frozenset(own[i] for i in chosen),
+                _kept=kept,
             )
-            return suite, tuple(kept)
+            suite = dataclasses.replace(
+                suite,
+                origin_units=tuple(kept),
+                probed=self.probed,
+                unscored=self.unscored,
+                sentinel=self.sentinel,
+            )
+            return suite, tuple(position[unit] for unit in kept)
         if not chosen:
             raise ValueError("a subset needs at least one unit")
         tests = tuple(self.tests[i] for i in chosen)
-        return TestSuite(tests=tests, setup=self.setup), tuple(chosen)
+        suite = TestSuite(tests=tests, setup=self.setup, probed=self.probed, unscored=self.unscored)
+        return suite, tuple(chosen)
+
+    def program_names(self) -> tuple[str, ...]:
+        """The names the tests read from the program: the entry point and every name the test
+        code reads but neither it nor the task code nor Python's builtins define."""
+        names = {self.entry_point} if self.entry_point else set()
+        sources = [self.setup, *self.tests]
+        if self.origin is not None:
+            sources = [self.origin[0], self.origin[3]]
+        modules = [_parse(src, "test source") for src in sources if src]
+        facts = [_scan(m) for m in modules]
+        bound: set[str] = set().union(*(f.stored for f in facts)) if facts else set()
+        for f in facts:
+            names |= _free_names(f, bound)
+        return tuple(sorted(n for n in names if n.isidentifier()))
 
     @classmethod
     def from_asserts(cls, asserts: Sequence[str], setup: str = "") -> TestSuite:
@@ -263,8 +311,20 @@ class TestSuite:
             node for node in module.body if node not in checks and not _is_call_of(node, check_name)
         ]
         whole = _scan(module)
-        # Names the program provides: the candidate, and globals nobody in the task defines.
-        program = set(_free_names(whole, whole.stored | task_names)) | {param}
+        # Names the tests read that neither they nor the task define: the entry point, standard
+        # modules (imported for the tests, below), and nothing else -- a task's own helper
+        # (poly, encode_cyclic) must come from the task's code, never from the program.
+        free = set(_free_names(whole, whole.stored | task_names)) - {entry_point}
+        modules = sorted(n for n in free if n in _STDLIB_MODULES)
+        foreign = sorted(free - set(modules))
+        if foreign:
+            raise ValueError(
+                f"the tests read {', '.join(foreign)}, which neither the test code nor the task "
+                f"code defines: pass the task's code (TestSuite.from_check(test, entry_point, "
+                f"task_code=<the prompt's imports and helpers>)) so that the tests use the "
+                f"task's own definitions, never a program's"
+            )
+        program = {entry_point, param}
         proxies = {param}
         tests: list[str] = []
         unscored: list[str] = []
@@ -335,7 +395,8 @@ class TestSuite:
             **extra,
         )
         factory_module = ast.Module(body=[factory], type_ignores=[])  # unparsed, never compiled
-        setup = "\n".join([task_code.strip("\n")] if task_code.strip() else [])
+        imports = "".join(f"import {name}\n" for name in modules)
+        setup = "\n".join(p for p in (imports.strip("\n"), task_code.strip("\n")) if p)
         module_setup = "\n".join(text.segment(node) for node in setup_nodes)
         setup = "\n".join(part for part in (setup, module_setup) if part)
         return cls(
@@ -362,6 +423,8 @@ class TestSuite:
     def to_wire(self) -> bytes:
         """The JSON the in-sandbox test runner reads (see ``harness._runner_main``)."""
         spec: dict[str, object] = {"setup": self.setup, "entry_point": self.entry_point}
+        if self.sentinel is not None:
+            spec["sentinel"] = self.sentinel
         if self.check_source is not None:
             spec["check"] = self.check_source
             spec["factory"] = _FACTORY
@@ -462,16 +525,20 @@ def _subset_plan(
     need: dict[str, set[int]] = {}
     feeds: dict[int, set[int]] = {}
     for position in range(len(plan) - 1, -1, -1):
-        kind, _, facts, reads, unit = plan[position]
+        kind, stmt, facts, reads, unit = plan[position]
         if kind == "unit":
             deps = {unit}
-        elif reads:
+        else:
             deps = set()
             for stored in facts.stored:
                 deps |= need.get(stored, set())
+            if not isinstance(stmt, ast.AugAssign):
+                # A rebinding: what is read after it does not come from before it.
+                for stored in facts.stored:
+                    need.pop(stored, None)
+            if not reads:
+                continue
             feeds[position] = deps
-        else:
-            continue
         for load, _ in facts.loads:
             need.setdefault(load.id, set()).update(deps)
     kept_units = set(units)

@@ -163,7 +163,8 @@ class _Records:
     """Strict parse of the runner's records (JSON lines ``{"k", "i", "ok", "err", "et"}``).
 
     Kinds: ``L`` program loaded (or not), ``T`` one test, ``S`` test setup failed, ``Q`` the
-    runner stopped by rule (too many timeouts, suite too slow), ``D`` done.
+    runner stopped by rule (too many timeouts, suite too slow), ``W`` a cooperation probe's
+    counts (calls of the entry point, calls that returned the sentinel), ``D`` done.
     """
 
     def __init__(self, text: str, n_tests: int) -> None:
@@ -174,6 +175,7 @@ class _Records:
         self.done = False
         self.garbled: str | None = None
         self.error_types: list[str] = []
+        self.watch: tuple[int, int, int] | None = None
         lines = text.split("\n")
         # A last line without its newline was cut off when the runner was killed: ignore it.
         complete = lines[:-1]
@@ -193,7 +195,7 @@ class _Records:
             if self.done:
                 self.garbled = "test record after the end marker"
                 return
-            if et:
+            if et and kind != "W":
                 self.error_types.append(et)
             if kind == "L" and self.load is None:
                 self.load = (ok, err, et)
@@ -207,6 +209,12 @@ class _Records:
                 self.setup = (err, et)
             elif kind == "Q" and self.stopped is None:
                 self.stopped = (err, et)
+            elif kind == "W" and self.watch is None and isinstance(rec.get("i"), int):
+                try:
+                    self.watch = (int(rec["i"]), int(err), int(et))
+                except ValueError:
+                    self.garbled = "unreadable probe record"
+                    return
             elif kind == "D":
                 self.done = True
             else:
@@ -292,6 +300,7 @@ def make_test_report(facts: dict[str, Any], suite: TestSuite, limits: Limits) ->
         error=_clean_optional(error),
         stdout_truncated=bool(facts.get("stdout_truncated")),
         stderr_truncated=bool(facts.get("stderr_truncated")),
+        sentinel_returns=records.watch if records.garbled is None else None,
     )
 
 

@@ -153,8 +153,15 @@ _CHE: dict[str, Any] = {
         "env": "coop_humaneval-v0",
         # CoopHumanEval [16:] (66 problems) trains, [:16] evaluates; 2 turns.
         # prompt_style official: the reference's helper/main formatters and its level_feedback
-        # turn-2 prompt (llm_marl.envs.coding.official); "ours" stays an option.
-        "env_kwargs": {"split": "train", "num_rounds": 2, "prompt_style": "official"},
+        # turn-2 prompt (llm_marl.envs.coding.official); "ours" stays an option. The cooperation
+        # terms by the paper's static checks of main's source (the env's default decides them
+        # from behaviour, see llm_marl.envs.coding.env).
+        "env_kwargs": {
+            "split": "train",
+            "num_rounds": 2,
+            "prompt_style": "official",
+            "cooperation": "static",
+        },
         "eval_env_kwargs": {"split": "eval"},
         "steps": 528,  # 8 epochs over the 66 training problems, one task per step
         "group_size": 4,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 import llm_marl
+from llm_marl.envs.coding.code_utils import task_preamble
 from llm_marl.tools.sandbox import TestSuite
 
 WRONG_ZERO = "def find_zero(xs):\n    r = aux(xs)\n    return 0.0 * r\n"
@@ -109,3 +110,32 @@ def test_suite_task_code_is_what_the_tests_use(sandbox):
     assert sandbox.run_tests("def f(x):\n    return 20 if x == 2 else 0\n", suite).passed == 1
     with pytest.raises(ValueError, match="leave the entry point's stub out"):
         TestSuite.from_check("def check(c):\n    assert c(1)\n", "f", task_code="def f(x): pass")
+
+
+# Issue 28, item 15: the raw sandbox API (no task code) protects the task's names too: a check
+# that reads a name only the task defines is refused instead of taking the program's.
+RAW_REDEFINITIONS = {
+    "HumanEval/38": "def encode_cyclic(s):\n    return s\n\ndef decode_cyclic(s):\n    return s\n",
+    "HumanEval/50": "def encode_shift(s):\n    return s\n\ndef decode_shift(s):\n    return s\n",
+    "HumanEval/32": "def poly(xs, x):\n    return 0.0\n\ndef find_zero(xs):\n    return 123.0\n",
+}
+
+
+@pytest.mark.parametrize("task_id", sorted(RAW_REDEFINITIONS))
+def test_the_raw_api_never_takes_a_task_name_from_the_program(sandbox, humaneval, task_id):
+    task = humaneval[task_id]
+    with pytest.raises(ValueError, match="task_code"):
+        sandbox.run_tests(RAW_REDEFINITIONS[task_id], task["test"], entry_point=task["entry_point"])
+    # With the task's code the same program fails, and the reference solution passes.
+    preamble = task_preamble(task["prompt"], task["entry_point"])  # the prompt without the stub
+    suite = TestSuite.from_check(task["test"], task["entry_point"], task_code=preamble)
+    assert sandbox.run_tests(RAW_REDEFINITIONS[task_id], suite).passed == 0
+    reference = task["prompt"] + task["canonical_solution"]
+    assert sandbox.run_tests(reference, suite).all_passed
+
+
+def test_standard_modules_a_check_reads_are_the_test_runners_own(sandbox):
+    check = "def check(candidate):\n    assert math.isclose(candidate(2.0), 4.0)\n"
+    fake = "class math:\n    isclose = staticmethod(lambda a, b: True)\n\ndef f(x):\n    return 0\n"
+    assert sandbox.run_tests(fake, check, entry_point="f").passed == 0
+    assert sandbox.run_tests("def f(x):\n    return 2 * x\n", check, entry_point="f").all_passed

@@ -243,7 +243,11 @@ def test_the_helper_cannot_replace_the_main_agents_entry_point(sandbox, attack):
 
 @pytest.mark.parametrize("attack", sorted(FOOL_ONE_PROCESS))
 def test_each_attack_fools_a_single_process_run(sandbox, attack):
-    reward, info = _play(sandbox, _helper(attack), _main(attack), isolate_main=False)
+    # The paper's static cooperation checks: the behavioural ones (the default) see that main's
+    # results do not depend on aux once the helper's code replaced main.
+    reward, info = _play(
+        sandbox, _helper(attack), _main(attack), isolate_main=False, cooperation="static"
+    )
     assert info["tests_passed"] >= 3, (attack, info["sandbox_status"])
     assert reward > 3.0
 

@@ -34,16 +34,19 @@ CANNOT_FAIL = [
 CAN_FAIL = [
     "assert candidate(1) == 2",
     "assert abs(candidate(1)) >= 0",  # fails on NaN, a string, or an exception
-    "assert candidate(1) or True",  # fails when the call raises
     "assert candidate(1) is not None",
     "r = candidate(1)\n    assert r is not None",
-    "r = [candidate(1)]\n    assert r",
     "assert list(map(candidate, [1])) == [2]",
     "f = candidate\n    assert f(1) == 2",
     "assert double(1) == 2",  # the program's function by name
     "for x in range(3):\n        assert candidate(x) == 2 * x",
     "try:\n        candidate(-1)\n        assert False\n    except ValueError:\n        pass",
 ]
+
+# The static rule scores these (they fail only when the call raises), but they pass whatever
+# value the program returns: running the suite against probe programs leaves them out (issue
+# 28, item 14; see test_unfailable_by_probe.py).
+FAIL_ONLY_BY_RAISING = ["assert candidate(1) or True", "r = [candidate(1)]\n    assert r"]
 
 
 def _suite(unit: str) -> TestSuite:
@@ -60,7 +63,7 @@ def test_units_that_cannot_fail_are_not_scored(unit):
     assert len(suite.unscored) == 1
 
 
-@pytest.mark.parametrize("unit", CAN_FAIL)
+@pytest.mark.parametrize("unit", CAN_FAIL + FAIL_ONLY_BY_RAISING)
 def test_units_that_can_fail_are_scored(unit):
     assert len(_suite(unit).tests) == 2
 
@@ -83,11 +86,13 @@ def test_asserts_and_source_suites_leave_out_what_cannot_fail():
 
 def test_every_scored_unit_fails_for_a_program_that_always_raises(sandbox):
     """The units kept as scoring really can fail; the ones left out would all have passed."""
-    body = "\n    ".join(["assert candidate(2) == 4", *CAN_FAIL, *CANNOT_FAIL])
+    units = ["assert candidate(2) == 4", *CAN_FAIL, *FAIL_ONLY_BY_RAISING, *CANNOT_FAIL]
+    body = "\n    ".join(units)
     suite = TestSuite.from_check(f"def check(candidate):\n    {body}\n", "double")
-    assert len(suite) == 1 + len(CAN_FAIL) and len(suite.unscored) == len(CANNOT_FAIL)
+    assert len(suite) == 1 + len(CAN_FAIL) + len(FAIL_ONLY_BY_RAISING)
+    assert len(suite.unscored) == len(CANNOT_FAIL)
     report = sandbox.run_tests("def double(x):\n    raise ValueError('no')\n", suite)
-    assert report.total == len(suite) and report.passed == 0
+    assert report.total == 1 + len(CAN_FAIL) and report.passed == 0
     good = sandbox.run_tests(
         "def double(x):\n    if x < 0:\n        raise ValueError\n    return 2 * x\n", suite
     )

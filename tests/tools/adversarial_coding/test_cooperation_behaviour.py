@@ -1,0 +1,94 @@
+"""Issue 28, item 16: the cooperation terms are paid for cooperation, decided from behaviour.
+
+``aux_used`` (+0.5) and ``not_wrapper`` (+1.0) were decided by reading main's source, so a
+dead-code call of ``aux``, an ``aux`` whose value main throws away, a main that re-implements
+the solution beside an unused ``aux``, and a disguised thin wrapper all earned them (4.00 of 4).
+By default the env now runs the scoring tests a second time with ``aux`` replaced by a stub that
+returns a sentinel: main uses ``aux`` only if its results change, and is a thin wrapper if it
+returns the sentinel unchanged. The paper's static checks stay available as
+``cooperation="static"`` (the paper presets use them).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import llm_marl
+
+GCD_AUX = "def aux(a, b):\n    while b:\n        a, b = b, a % b\n    return a\n"
+OWN_GCD = (
+    "    import math\n    result = nums[0]\n    for x in nums[1:]:\n"
+    "        result = math.gcd(result, x)\n    return result\n"
+)
+HONEST_MAIN = (
+    "def gcd_of_list(nums):\n    result = nums[0]\n    for x in nums[1:]:\n"
+    "        result = aux(result, x)\n    return result\n"
+)
+NO_COOPERATION = {
+    "dead_code_call": "def gcd_of_list(nums):\n    if len(nums) < 0:\n        aux(1, 2)\n"
+    + OWN_GCD,
+    "dead_code_return": (
+        "def gcd_of_list(nums):\n    if len(nums) < 0:\n        return aux(1, 2)\n" + OWN_GCD
+    ),
+    "value_ignored": "def gcd_of_list(nums):\n    _unused = aux(nums[0], nums[0])\n" + OWN_GCD,
+    "value_overwritten": (
+        "def gcd_of_list(nums):\n    r = aux(nums[0], nums[-1])\n    r = None\n" + OWN_GCD
+    ),
+    "reimplemented_beside_aux": (
+        "def gcd_of_list(nums):\n    checks = [aux(x, x) for x in nums]\n    del checks\n" + OWN_GCD
+    ),
+}
+WHOLE_AUX = (
+    "def aux(nums):\n    import math\n    result = nums[0]\n    for x in nums[1:]:\n"
+    "        result = math.gcd(result, x)\n    return result\n"
+)
+WRAPPERS = {
+    "plain": "def gcd_of_list(nums):\n    return aux(nums)\n",
+    "through_a_name": "def gcd_of_list(nums):\n    f = aux\n    result = f(nums)\n    return result\n",
+    "in_a_list": "def gcd_of_list(nums):\n    return [aux(list(nums))][0]\n",
+    "lambda": "def gcd_of_list(nums):\n    return (lambda g: g(nums))(aux)\n",
+    "guarded": (
+        "def gcd_of_list(nums):\n    r = aux(nums)\n    if r is None:\n        return 0\n"
+        "    return r\n"
+    ),
+}
+
+
+def _play(sandbox, helper, main, **kw):
+    env = llm_marl.make("coop_humaneval-v0", dataset="sample", sandbox=sandbox, **kw)
+    env.reset(seed=0, options={"task_id": "CoopSample/2"})
+    _, rewards, _, truncs, infos = env.step({"helper": helper, "main": main})
+    assert not truncs["main"], infos["main"]
+    return rewards["main"], infos["main"]["reward_components"]
+
+
+@pytest.mark.parametrize("how", sorted(NO_COOPERATION))
+def test_aux_that_main_does_not_use_earns_no_cooperation(sandbox, how):
+    reward, parts = _play(sandbox, GCD_AUX, NO_COOPERATION[how])
+    assert parts["tests"] == 1.0, parts
+    assert parts["aux_used"] == 0.0 and parts["not_wrapper"] == 0.0, (how, parts)
+    assert reward == pytest.approx(2.5 + parts["aux_result_ignored"])
+
+
+@pytest.mark.parametrize("how", sorted(WRAPPERS))
+def test_a_disguised_thin_wrapper_is_a_wrapper(sandbox, how):
+    reward, parts = _play(sandbox, WHOLE_AUX, WRAPPERS[how])
+    assert parts["tests"] == 1.0 and parts["aux_used"] == 0.5, parts
+    assert parts["not_wrapper"] == 0.0, (how, parts)
+    assert reward == pytest.approx(3.0)
+
+
+def test_real_cooperation_keeps_the_full_reward(sandbox):
+    reward, parts = _play(sandbox, GCD_AUX, HONEST_MAIN)
+    assert reward == pytest.approx(4.0), parts
+    reward, parts = _play(sandbox, GCD_AUX, HONEST_MAIN, isolate_main=False)
+    assert reward == pytest.approx(4.0), parts
+
+
+def test_the_static_checks_remain_as_the_paper_exact_option(sandbox):
+    reward, parts = _play(
+        sandbox, GCD_AUX, NO_COOPERATION["dead_code_return"], cooperation="static"
+    )
+    assert parts["aux_used"] == 0.5 and parts["not_wrapper"] == 1.0 and reward == 4.0
+    with pytest.raises(ValueError, match="cooperation"):
+        llm_marl.make("coop_humaneval-v0", dataset="sample", cooperation="sometimes")
