@@ -5,6 +5,7 @@ program that remembers every input it was called with could print the scoring un
 the error a feedback unit reports, which the agents read on the next turn. Feedback units now
 run as a job of their own (and a statement of ``check`` that calls the program for a scoring
 unit never runs there), so what the agents read holds only what the feedback units produced.
+The held-out split (``feedback_fraction``) is used: there feedback units never score.
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ def _allowed(feedback_sources: list[str]) -> set[int]:
 
 @pytest.mark.parametrize("memory", sorted(REMEMBERS))
 def test_feedback_never_shows_a_scoring_input(sandbox, memory):
-    env = llm_marl.make("humaneval_single-v0", tasks=[TASK], sandbox=sandbox, num_rounds=2)
+    env = llm_marl.make(
+        "humaneval_single-v0", tasks=[TASK], sandbox=sandbox, num_rounds=2, feedback_fraction=0.25
+    )
     env.reset(seed=0, options={"task_id": "Leak/0"})
     feedback, scoring = env.unwrapped.test_split()
     obs, _, _, truncs, infos = env.step({"coder": REMEMBERS[memory]})
@@ -88,6 +91,7 @@ def test_expert_feedback_never_shows_a_scoring_input(sandbox):
         tasks=[TASK],
         sandbox=sandbox,
         num_rounds=2,
+        feedback_fraction=0.25,
         feedback="expert",
         expert=expert,
     )
