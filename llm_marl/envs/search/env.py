@@ -88,6 +88,7 @@ from typing import Any, cast
 
 from llm_marl.checks import check_int
 from llm_marl.envs.base import LLMParallelEnv, Task, Transition
+from llm_marl.envs.search import release
 from llm_marl.envs.search.answers import exact_match, extract_answer, token_f1
 from llm_marl.envs.search.base import SpawningEnv
 from llm_marl.envs.search.datasets import load_search_data
@@ -103,6 +104,9 @@ __all__ = ["REWARDS", "WebSearchEnv", "WebSearchSingleEnv", "cap_tokens"]
 REWARDS = ("matpo", "em", "f1")
 """Which component is the step reward (``reward=``)."""
 FORMAT_SCORES = ("turns", "release")
+PROMPTS = ("ours", "release")
+"""``websearch-v0``'s system prompts and tool names (``prompts=``): ours, or the MATPO
+release's (:mod:`llm_marl.envs.search.release`)."""
 """How ``websearch-v0`` combines its turns' tool-format scores (``format_score=``)."""
 
 DELEGATE = Tool(
@@ -398,6 +402,12 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
             blocks, planner and workers alike) or ``"release"`` (MATPO's release, as issue 24's
             comparison reads it: ``0.5 * (planner + mean over worker rollouts)``, each the mean
             of its own turns' scores, the worker part 0 when no worker was spawned).
+        prompts: ``"ours"`` (default) or ``"release"``: the MATPO release's system prompts
+            (its ``main_agent`` prompt for the planner, ``browsing_agent`` for the worker) and
+            tool names (the planner's tool ``search_and_browse`` on the server
+            ``browsing_agent``, the web tools listed under ``search_and_scrape_webpage``; the
+            web tools keep our names ``search`` / ``browse``); see
+            :mod:`~llm_marl.envs.search.release`. ``matpo-paper`` uses it.
     """
 
     metadata = {"name": "websearch-v0"}
@@ -411,15 +421,20 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
         max_delegations: int = 3,
         max_worker_turns: int = 4,
         format_score: str = "turns",
+        prompts: str = "ours",
         **kwargs: Any,
     ) -> None:
         if format_score not in FORMAT_SCORES:
             raise ValueError(f"format_score must be one of {FORMAT_SCORES}, got {format_score!r}")
+        if prompts not in PROMPTS:
+            raise ValueError(f"prompts must be one of {PROMPTS}, got {prompts!r}")
         self.format_score = format_score
+        self.prompts = prompts
+        self.delegate_tool = release.DELEGATE if prompts == "release" else DELEGATE
         self.max_planner_turns = check_int(max_planner_turns, "max_planner_turns")
         self.max_delegations = check_int(max_delegations, "max_delegations")
         self.max_worker_turns = check_int(max_worker_turns, "max_worker_turns")
-        self.planner_tools = Toolbox([DELEGATE])
+        self.planner_tools = Toolbox([self.delegate_tool])
         natural = max_planner_turns + max_delegations * (max_worker_turns + 1)
         kwargs.setdefault("max_steps", natural)
         super().__init__(tasks, **kwargs)
@@ -435,6 +450,19 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
         self.format_scores: list[float] = []
         self.planner_formats: list[float] = []
         self.worker_formats: list[list[float]] = []  # one list per worker rollout
+        if self.prompts == "release":
+            tools = [self.delegate_tool]
+            self.say(
+                "planner",
+                release.system_prompt("planner", tools, release.PLANNER_SERVER),
+                role="system",
+            )
+        else:
+            self._brief_planner()
+        self.say("planner", question)
+        self.set_active(["planner"])
+
+    def _brief_planner(self) -> None:
         self.say(
             "planner",
             "You are a planner answering a question with the help of worker agents. Delegate "
@@ -446,8 +474,6 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
             "</arguments>\n</use_mcp_tool>\n\n" + mcp_tool_listing([DELEGATE]),
             role="system",
         )
-        self.say("planner", question)
-        self.set_active(["planner"])
 
     def advance(self, actions: dict[str, str]) -> Transition:
         if "planner" in actions:
@@ -475,7 +501,7 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
                     "Error: one delegation per turn; this call was not run.",
                     role="tool",
                     tool_call_id=item.id,
-                    name="delegate",
+                    name=self.delegate_tool.name,
                 )
             elif self.delegations >= self.max_delegations:
                 self.say(
@@ -483,7 +509,7 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
                     f"Error: the delegation limit ({self.max_delegations}) is reached; answer now.",
                     role="tool",
                     tool_call_id=item.id,
-                    name="delegate",
+                    name=self.delegate_tool.name,
                 )
             else:
                 self._delegate(item)
@@ -503,13 +529,21 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
         self.worker_formats.append([])
         self.pending_call = call.id
         self.spawn("worker", parent="planner")
+        if self.prompts == "release":
+            web = list(self.web_tools.tools.values())
+            text = release.system_prompt("worker", web, release.WORKER_SERVER)
+            self.say("worker", text, role="system")
+        else:
+            self._brief_worker()
+        self.say("worker", str(call.arguments["subtask"]))
+
+    def _brief_worker(self) -> None:
         self.brief_web_agent(
             "worker",
             "You are a worker agent. Use the search and browse tools to complete the subtask, "
             f"at most {self.max_worker_turns} tool turns. Then reply without a tool call: your "
             "reply is your report to the planner.",
         )
-        self.say("worker", str(call.arguments["subtask"]))
 
     def _release_format(self) -> float:
         """``0.5 * (planner + mean over worker rollouts)`` (see ``format_score``)."""
@@ -533,7 +567,13 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
             return Transition()
         report = (parsed.text if parsed.items else text).strip() or "(the worker sent no report)"
         report = self.cap_output(report)
-        self.say("planner", report, role="tool", tool_call_id=self.pending_call, name="delegate")
+        self.say(
+            "planner",
+            report,
+            role="tool",
+            tool_call_id=self.pending_call,
+            name=self.delegate_tool.name,
+        )
         self._remind_planner()
         self.set_active(["planner"])
         return Transition()

@@ -76,6 +76,8 @@ MATPO_PAPER = preset(
                 "max_delegations": 20,
                 # The release's format score: 0.5 x (planner + mean over worker rollouts).
                 "format_score": "release",
+                # The release's system prompts and tool names (llm_marl.envs.search.release).
+                "prompts": "release",
                 "accuracy_weight": 0.9,
                 "format_weight": 0.1,
             },
