@@ -239,6 +239,9 @@ def policy_gradient_update(
             means.add("loss", loss)
             means.add("grad_norm", norm)
             steps += 1
+    if dp:
+        # Each rank averaged over its slice's tokens: weigh the slices together.
+        means.all_reduce(_TOKEN_STATS, dp)
     metrics = means.result()
     metrics["optimizer_steps"] = float(steps)
     metrics["skipped_steps"] = float(skipped)
@@ -367,9 +370,8 @@ def _backward(
     loss.backward()
     n = float(mask.sum()) if scale else 0.0
     if n:
-        for name in ("clipped", "dual_clipped", "ratio", "kl"):
+        for name, metric in zip(("clipped", "dual_clipped", "ratio", "kl"), _TOKEN_STATS):
             if name in stats:
-                metric = {"clipped": "clip_frac", "dual_clipped": "dual_clip_frac"}.get(name, name)
                 means.add(metric, float((stats[name] * mask).sum()) / n, n)
     return float(loss.detach())
 
@@ -506,6 +508,10 @@ def _padded(
     return out.to(device)
 
 
+_TOKEN_STATS = ("clip_frac", "dual_clip_frac", "ratio", "kl")
+"""The update's metrics that are means over generated tokens."""
+
+
 class _Means:
     """Weighted running means of named metrics."""
 
@@ -519,6 +525,16 @@ class _Means:
 
     def result(self) -> dict[str, float]:
         return {k: self.totals[k] / self.weights[k] for k in self.totals}
+
+    def all_reduce(self, names: Sequence[str], dp: DataParallel) -> None:
+        """Sum ``names``' totals and weights over the ranks (every rank calls it with the same
+        names, whether or not it saw them)."""
+        k = len(names)
+        local = [self.totals.get(n, 0.0) for n in names] + [self.weights.get(n, 0.0) for n in names]
+        summed = _all_reduce(local, dp, "sum")
+        for i, name in enumerate(names):
+            if summed[k + i] > 0:
+                self.totals[name], self.weights[name] = summed[i], summed[k + i]
 
 
 # ------------------------------------------------------------------------------------- supervised

@@ -95,7 +95,7 @@ def test_torchrun_two_ranks_train_like_one_process(tmp_path: Path) -> None:
     assert [r["step"] for r in rows_two] == [1, 2]
     for a, b in zip(rows_one, rows_two):
         assert a["grad_norm"] > 0
-        for key in ("reward", "loss", "grad_norm", "eval/reward"):
+        for key in ("reward", "loss", "grad_norm", "kl", "clip_frac", "eval/reward"):
             if key in a:
                 assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), key
     assert (sharded / "config.yaml").is_file()
