@@ -156,12 +156,18 @@ def mean_costs(per_episode: Sequence[Mapping[str, AgentCost]]) -> dict[str, Agen
 
 def cost_metrics(episodes: Sequence[Episode]) -> dict[str, float]:
     """Flat metrics per agent and for the team, means per episode:
-    ``cost/<agent>/tokens``, ``.../calls``, ``.../seconds`` and ``.../cost`` (only when
-    priced)."""
+    ``cost/<agent>/tokens``, ``.../calls`` and ``.../cost`` (only when priced), and the
+    generate seconds as ``time/generate/<agent>``.
+
+    Wall-clock figures live under ``time/`` with every other timing of a run, so that rows
+    of two runs of the same seed compare equal once ``time/`` keys are set aside (resume and
+    executor checks do exactly that).
+    """
     out: dict[str, float] = {}
     for agent, cost in mean_costs([episode_costs(ep) for ep in episodes]).items():
         for name, value in cost.as_dict().items():
             if name in ("prompt_tokens", "completion_tokens") or value is None:
                 continue
-            out[f"cost/{agent}/{name}"] = float(value)
+            key = f"time/generate/{agent}" if name == "seconds" else f"cost/{agent}/{name}"
+            out[key] = float(value)
     return out

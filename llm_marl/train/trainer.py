@@ -489,17 +489,17 @@ class Trainer:
         try:
             if start == 0 and cfg.eval_at_start:
                 first_eval = last_eval = self.evaluate()
-                row = logger.log(0, {f"eval/{k}": v for k, v in first_eval.items()})
+                row = logger.log(0, eval_row(first_eval))
                 self._print(row)
             for step in range(start, cfg.steps):
                 metrics = self.train_step(step)
                 self.step = step + 1
                 if cfg.eval_every and self.step % cfg.eval_every == 0 and self.step < cfg.steps:
                     last_eval = self.evaluate()
-                    metrics.update({f"eval/{k}": v for k, v in last_eval.items()})
+                    metrics.update(eval_row(last_eval))
                 if self.step == cfg.steps:
                     last_eval = self.evaluate()
-                    metrics.update({f"eval/{k}": v for k, v in last_eval.items()})
+                    metrics.update(eval_row(last_eval))
                 row = logger.log(self.step, metrics)
                 if first_eval is None and any(k.startswith("eval/") for k in row):
                     first_eval = last_eval
@@ -636,6 +636,15 @@ class Trainer:
 
 
 # ---------------------------------------------------------------------------------------- metrics
+
+
+def eval_row(metrics: Mapping[str, float]) -> dict[str, float]:
+    """An evaluation's metrics as logged: ``eval/KEY``, but timings stay under ``time/``
+    (``time/eval/...``), so that every wall-clock figure of a row shares one prefix."""
+    return {
+        f"time/eval/{k.removeprefix('time/')}" if k.startswith("time/") else f"eval/{k}": v
+        for k, v in metrics.items()
+    }
 
 
 def episode_metrics(episodes: Sequence[Episode]) -> dict[str, float]:

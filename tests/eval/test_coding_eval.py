@@ -206,7 +206,7 @@ def test_benchmark_names_pick_the_env_and_its_data(sandbox, monkeypatch, data_di
         "humaneval": ("humaneval_single-v0", 32, 0.0),
         "mbpp": ("mbpp_single-v0", 16, 0.0),
     }
-    assert {replace(s, seed=None) for s in seen} == {CODE_SAMPLING}
+    assert {replace(s, seed=None, request_seeds=None) for s in seen} == {CODE_SAMPLING}
     assert (CODE_SAMPLING.temperature, CODE_SAMPLING.top_p) == (0.6, 0.6)
 
     with pytest.raises(ConfigError, match="helper\\+main .* or a lone coder"):

@@ -196,7 +196,10 @@ def test_the_sampling_flags_reach_the_collaborator_and_every_solver(team):
         progress=False,
     )
     # (collect seeds each step's sampling; the rest is the family's default / the caller's)
-    assert dataclasses.replace(seen["coordinator"], seed=None) == COLLABORATOR_SAMPLING
+    assert (
+        dataclasses.replace(seen["coordinator"], seed=None, request_seeds=None)
+        == COLLABORATOR_SAMPLING
+    )
     assert (seen["solvers"].max_new_tokens, seen["solvers"].temperature) == (99, 0.0)
 
 

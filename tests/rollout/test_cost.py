@@ -62,10 +62,12 @@ def test_turns_record_tokens_the_calls_wall_time_and_the_price():
     )
     # The training metrics: per agent and the team, per episode; the team sums the agents.
     metrics = episode_metrics(episodes)
-    for name in ("tokens", "calls", "seconds"):
-        assert metrics[f"cost/team/{name}"] == pytest.approx(
-            metrics[f"cost/left/{name}"] + metrics[f"cost/right/{name}"]
+    for key in ("cost/{}/tokens", "cost/{}/calls", "time/generate/{}"):
+        assert metrics[key.format("team")] == pytest.approx(
+            metrics[key.format("left")] + metrics[key.format("right")]
         )
+    # Wall-clock figures share the time/ prefix with the run's other timings.
+    assert not any(k.startswith("cost/") and k.endswith("seconds") for k in metrics)
     assert metrics["cost/team/cost"] == pytest.approx(metrics["cost/left/cost"])
     assert "cost/right/cost" not in metrics
 
@@ -108,7 +110,7 @@ def test_cost_metrics_hand_computed():
 
     metrics = cost_metrics([ep(100, 20, 1.0, 2, 0.5), ep(300, 40, 3.0, 1, 1.5)])
     assert metrics["cost/a/tokens"] == pytest.approx((120 + 340) / 2)
-    assert metrics["cost/a/seconds"] == pytest.approx((0.5 + 3.0) / 2)
+    assert metrics["time/generate/a"] == pytest.approx((0.5 + 3.0) / 2)
     assert metrics["cost/a/cost"] == pytest.approx(1.0)
     assert metrics["cost/f/tokens"] == 15 and metrics["cost/f/calls"] == 1.0  # frozen counted
     assert metrics["cost/team/tokens"] == pytest.approx(230 + 15)
