@@ -141,3 +141,25 @@ def test_stopping_the_test_runner_ends_the_job_at_once(single_sandbox, how, when
         "def double(x):\n    return 2 * x\n", CHECK, entry_point="double"
     )
     assert healthy.status is Status.OK, healthy
+
+
+def test_a_runner_stopped_anyway_is_a_timeout_at_once(bwrap_ready, monkeypatch):
+    """Where the job's signal guard is missing (a machine without the filter), the supervisor
+    still finds the stopped runner and ends the job as a timeout, at once."""
+    import llm_marl.tools.sandbox.process as process
+    from llm_marl.tools.sandbox import ProcessSandbox
+
+    source = process.HARNESS_SOURCE
+    assert "        if guarded:\n" in source
+    monkeypatch.setattr(
+        process, "HARNESS_SOURCE", source.replace("        if guarded:\n", "        if False:\n")
+    )
+    program = (
+        STOP_RUNNER.replace("HOWS", "['pid']").replace("WHEN", "").replace("DURING", "_stop()")
+    )
+    with ProcessSandbox(workers=1, limits=LIMITS) as sandbox:
+        start = time.monotonic()
+        report = sandbox.run_tests(program, CHECK, entry_point="double")
+        elapsed = time.monotonic() - start
+    assert report.status is Status.TIMEOUT and "test runner was stopped" in report.error, report
+    assert elapsed < BOUND
