@@ -382,7 +382,7 @@ def test_collect_with_a_vllm_sampler_gives_trainer_consistent_logprobs(lm_path):
             self.set_active(["solo"])
 
         def transition(self, actions):
-            if self.turn == 1:
+            if self.step_count == 1:
                 self.say("solo", "feedback: try again")
                 self.set_active(["solo"])
                 return Transition(reward=0.0)
