@@ -127,22 +127,24 @@ class TrainerConfig:
     """Where rollouts run: ``"local"`` (this process) or ``"ray"`` (env workers and generation
     engines as Ray actors, ``pip install 'llm_marl[ray]'``; the same episodes, see
     ``docs/guides/scaling.md``). The fields below apply to ``"ray"`` only."""
-    ray_address: str | None = None
+    # The defaults of the fields below are RayResources' own (one home); ray_resources() hands
+    # them over as that object.
+    ray_address: str | None = RayResources.address
     """Ray cluster: ``None`` starts a local one, ``"auto"`` joins the one ``ray start`` runs
     here, ``"HOST:PORT"`` a head node."""
-    env_workers: int = 2
+    env_workers: int = RayResources.env_workers
     """Env worker actors (each plays a shard of every step's groups, with its sandboxes)."""
-    engines: int = 1
+    engines: int = RayResources.engines
     """Generation engine actors per model (LoRA adapters over one base count once)."""
-    gpus_per_engine: float = 0.0
+    gpus_per_engine: float = RayResources.gpus_per_engine
     """GPUs per engine (``0``: CPU; a fraction shares a GPU between engines)."""
-    cpus_per_engine: float = 1.0
+    cpus_per_engine: float = RayResources.cpus_per_engine
     """CPUs per engine."""
-    cpus_per_env_worker: float = 1.0
+    cpus_per_env_worker: float = RayResources.cpus_per_env_worker
     """CPUs per env worker."""
-    engine_backend: EngineBackend = "hf"
+    engine_backend: EngineBackend = RayResources.engine_backend
     """What samples in an engine: ``"hf"`` (transformers) or ``"vllm"`` (needs a GPU)."""
-    full_sync: FullSync = "auto"
+    full_sync: FullSync = RayResources.full_sync
     """Full-weight sync to engines: ``"gloo"`` (torch.distributed), ``"files"``, or
     ``"auto"`` (gloo, files when the group cannot form). LoRA adapters go through Ray's
     object store."""
