@@ -14,9 +14,9 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-from llm_marl.errors import ConfigError, LLMMarlError
+from llm_marl.errors import ConfigError, LLMMarlError, OneLineArgumentParser
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,17 +49,10 @@ Add --debug to any command to see the full traceback of an error."""
 COMMANDS = ("list", "play", "train", "eval", "env", "bench")
 
 
-class _Parser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose errors are reported like every other user error: one line."""
-
-    def error(self, message: str) -> NoReturn:
-        raise ConfigError(f"{message} (see {self.prog} --help)")
-
-
 def _parser() -> argparse.ArgumentParser:
     import llm_marl
 
-    parser = _Parser(
+    parser = OneLineArgumentParser(
         prog="llm-marl",
         description="LLM collaboration as multi-agent reinforcement learning: "
         "play, train and evaluate teams of LLM agents.",
@@ -68,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"llm-marl {llm_marl.__version__}")
     parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
     sub.add_parser("list", help="list registered environments")
     sub.add_parser(
         "env",

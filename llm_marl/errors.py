@@ -5,10 +5,13 @@ so ``except LLMMarlError`` catches all of them and nothing else. Each class also
 built-in exception a Python user would expect (``ValueError`` for bad input, ``KeyError`` for an
 unknown id), so existing ``except ValueError`` code keeps working.
 
-This module imports nothing: every layer (tools, data, envs, policies, ...) can raise these.
+This module imports nothing of llm_marl: every layer (tools, data, envs, policies, ...) can raise these.
 """
 
 from __future__ import annotations
+
+import argparse
+from typing import NoReturn
 
 __all__ = [
     "CheckpointError",
@@ -16,6 +19,7 @@ __all__ = [
     "DataError",
     "InfrastructureError",
     "LLMMarlError",
+    "OneLineArgumentParser",
     "PolicyError",
     "UnknownEnvError",
 ]
@@ -67,3 +71,15 @@ class DiskFullError(CheckpointError):
 
 class ConfigError(LLMMarlError, ValueError):
     """A configuration value (command line, YAML/JSON file, dataclass field) is invalid."""
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are :class:`ConfigError` s.
+
+    ``llm-marl`` prints every :class:`LLMMarlError` as one line and exits 2, so a mistyped option
+    reads like any other bad input instead of argparse's usage block. Subparsers made with
+    ``add_subparsers(parser_class=OneLineArgumentParser)`` behave the same.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(f"{message} (see {self.prog} --help)")

@@ -82,6 +82,11 @@ def _one_line_error(capsys, argv: list[str], prefix: str, message: str) -> None:
         (["train", "--steps", "x"], "llm-marl train: error: ", "--steps: expected int"),
         (["eval", "--coder", "gpt-4o"], "llm-marl eval: error: ", "bad policy spec 'gpt-4o'"),
         (["eval", "--coder", "hf:/no/such/dir"], "llm-marl eval: error: ", "does not exist"),
+        # argparse's own usage errors too: one line, not the usage block
+        (["eval", "--bogus"], "llm-marl eval: error: ", "unrecognized arguments: --bogus"),
+        (["eval", "--family", "nope"], "llm-marl eval: error: ", "invalid choice: 'nope'"),
+        (["eval", "--limit", "x"], "llm-marl eval: error: ", "invalid int value: 'x'"),
+        (["bench", "algos"], "llm-marl bench: error: ", "required: --env, --algos"),
     ],
 )
 def test_user_errors_are_one_line_exit_2(capsys, tmp_path, argv, prefix, message):

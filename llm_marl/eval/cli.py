@@ -48,7 +48,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from llm_marl.errors import ConfigError
+from llm_marl.errors import ConfigError, OneLineArgumentParser
 from llm_marl.eval.coding import CODING
 from llm_marl.eval.family import EnvFamily, Family, split_names
 from llm_marl.eval.math import MATH
@@ -76,7 +76,7 @@ _MAX_ERROR_CHARS = 400
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineArgumentParser(
         prog="llm-marl eval",
         description=(
             "Evaluate a team of policies: pass@1 and unbiased pass@k where the env reports "

@@ -40,11 +40,11 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from tqdm.auto import tqdm
 
-from llm_marl.errors import ConfigError
+from llm_marl.errors import ConfigError, OneLineArgumentParser
 
 __all__ = ["BenchRun", "bench_algos", "bench_table", "main", "plot_curves"]
 
@@ -305,13 +305,6 @@ def _parse_sets(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-class _Parser(argparse.ArgumentParser):
-    """Usage errors are :class:`ConfigError` s, which ``llm-marl`` prints as one line."""
-
-    def error(self, message: str) -> NoReturn:
-        raise ConfigError(f"{self.prog}: {message}")
-
-
 def _literal(value: str) -> Any:
     try:
         return ast.literal_eval(value)
@@ -330,11 +323,11 @@ def _parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineArgumentParser(
         prog="llm-marl bench",
         description="Compare algorithms on one env: same tasks, models, steps and seeds.",
     )
-    sub = parser.add_subparsers(dest="what", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="what", required=True, parser_class=OneLineArgumentParser)
     p = sub.add_parser(
         "algos",
         help="train each algorithm with each seed; write a table and a learning-curve plot",
