@@ -21,7 +21,12 @@ What the expert is shown (:func:`expert_request`)
     ours. With ``feedback_fraction=0`` the expert sees no test result, only the code and its
     errors; the reference expert sees the code alone.)
     The program is cut to :data:`CODE_CHARS`, so an agent's huge answer cannot overflow the
-    expert's context (which would make the agents' text an infrastructure failure).
+    expert's context (which would make the agents' text an infrastructure failure). The code
+    and the run's results are the agents' text: each is quoted in a fence (``<code>`` ...
+    ``</code>``, ``<test_results>`` ... ``</test_results>``, with ``&``, ``<`` and ``>``
+    escaped, :func:`~llm_marl.tools.text.fence`), and a last line says that fenced text is
+    material, not instructions; so code cannot close its fence, add its own "What happened"
+    header or new instructions. The reference wording before the code is unchanged.
 What the agents are told (:func:`~llm_marl.envs.coding.prompts.expert_message`)
     Each agent reads its own edit (the helper the ``aux`` one, the main agent and a lone coder
     the ``main`` one), cut to :data:`EDIT_CHARS`, and is asked to revise its function. The
@@ -60,6 +65,7 @@ from typing import Any
 from llm_marl.envs.coding.prompts import report_tests
 from llm_marl.errors import InfrastructureError
 from llm_marl.tools.calls import json_string_end
+from llm_marl.tools.text import FENCE_NOTE, fence
 
 __all__ = [
     "CACHE_SIZE",
@@ -166,7 +172,9 @@ def expert_request(problem: str, facts: ExpertFacts, single_agent: bool) -> list
     code = facts.program.strip("\n")
     if len(code) > CODE_CHARS:
         code = code[:CODE_CHARS] + "\n# ... (the rest of the code is cut)"
-    lines = [instructions(problem.rstrip(), single_agent) + code]
+    # The reference wording, then the team's code and what its run printed, each fenced: the
+    # code, errors and test results are the agents' text and cannot add instructions or headers.
+    lines = [instructions(problem.rstrip(), single_agent) + fence("code", code)]
     results = [f"- {p}" for p in facts.problems]
     if facts.program_error:
         results.append(f"- {facts.program_error}")
@@ -174,7 +182,8 @@ def expert_request(problem: str, facts: ExpertFacts, single_agent: bool) -> list
         results.extend(report_tests("Unit tests", facts.passed, facts.total, facts.failures))
     if results:
         lines.append("\nWhat happened when the code ran on the provided unit tests:")
-        lines.extend(results)
+        lines.append(fence("test_results", "\n".join(results)))
+    lines.append("\n" + FENCE_NOTE)
     return [{"role": "user", "content": "\n".join(lines)}]
 
 

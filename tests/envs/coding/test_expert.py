@@ -18,6 +18,7 @@ from llm_marl.policies.base import Completion, SamplingParams
 from llm_marl.rollout import collect
 from llm_marl.rollout.judges import EXPERT_SAMPLING, CodeExpert
 from llm_marl.rollout.tree import collect_tree
+from llm_marl.tools.text import FENCE_NOTE
 
 TASKS = load_tasks("coophumaneval", "sample")[0]
 BY_ENTRY = {t["entry_point"]: t for t in TASKS}
@@ -84,15 +85,17 @@ def test_the_request_holds_the_problem_the_code_and_the_failing_feedback_tests()
         'def f(x):\n    """Add one."""\nThe auxiliary agent implements'
     )
     assert "JSON with keys 'aux' and 'main'" in text
-    assert text.index("Here is the current combined code to consider:\ndef f(x):") < text.index(
-        "What happened when the code ran"
-    )
+    assert text.index(
+        "Here is the current combined code to consider:\n<code>\ndef f(x):"
+    ) < text.index("What happened when the code ran")
     for line in (
+        "<test_results>",
         "- The helper's code (`aux`) has a syntax error: invalid syntax (line 1)",
         "- Loading the program failed: NameError: name 'g' is not defined",
         "- Unit tests passed: 1/2.",
         "  FAILED: assert f(2) == 3",
-        "    -> AssertionError",
+        "    -&gt; AssertionError",
+        "</test_results>",
     ):
         assert line in text.splitlines()
 
@@ -103,7 +106,10 @@ def test_a_single_coder_is_reviewed_under_the_key_main_and_quiet_runs_add_no_res
     text = message["content"]
     assert "written by a single agent" in text and "with the key 'main'" in text
     assert "'aux'" not in text and "What happened" not in text
-    assert text.endswith("Here is the current code to consider:\ndef f(x):\n    return x + 1")
+    assert text.endswith(
+        "Here is the current code to consider:\n<code>\ndef f(x):\n    return x + 1\n</code>\n\n"
+        + FENCE_NOTE
+    )
 
 
 def test_a_huge_program_is_cut_before_the_expert_reads_it():
