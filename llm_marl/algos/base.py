@@ -59,11 +59,11 @@ def trainable_policies(policies: Mapping[str, Policy]) -> PolicyGroups:
     """
     by_id: dict[int, tuple[TrainablePolicy, list[str]]] = {}
     for agent, policy in policies.items():
-        if not getattr(policy, "trainable", False):
+        if not policy.trainable:
             continue
         if not isinstance(policy, TrainablePolicy):
             raise TypeError(
-                f"the policy of agent {agent!r} ({getattr(policy, 'name', policy)!r}) is "
+                f"the policy of agent {agent!r} ({policy.name!r}) is "
                 "trainable=True but does not implement llm_marl.policies.TrainablePolicy "
                 "(generate, parameters, sequence_logprobs, save, load, logprob_temperature); "
                 "implement them or mark it trainable=False"
@@ -94,7 +94,7 @@ class Algorithm(ABC):
         trainable agents) and ``self.sampling`` (agent -> :class:`SamplingParams`).
         """
         self.policies = dict(policies)
-        self.trainable = {a: p for a, p in policies.items() if getattr(p, "trainable", False)}
+        self.trainable = {a: p for a, p in policies.items() if p.trainable}
         self.sampling = dict(sampling)
 
     def collect(

@@ -312,8 +312,8 @@ class RayExecutor:
             policy = self.plan.policies[key]
             out[key] = Route(
                 key,
-                str(getattr(policy, "name", key)),
-                bool(getattr(policy, "trainable", False)),
+                policy.name,
+                policy.trainable,
                 engines[worker % len(engines)],
                 self.versions[key],
             )
@@ -326,8 +326,8 @@ class RayExecutor:
         trajectories = {
             a: Trajectory(
                 a,
-                str(getattr(self.plan.policies[k], "name", k)),
-                bool(getattr(self.plan.policies[k], "trainable", False)),
+                self.plan.policies[k].name,
+                self.plan.policies[k].trainable,
             )
             for a, k in self.plan.keys.items()
         }
@@ -366,11 +366,11 @@ class RayExecutor:
             return
         for key, pool in self.plan.pool_of.items():
             policy = self.plan.policies[key]
-            if not getattr(policy, "trainable", False):
+            if not policy.trainable:
                 continue
             if not isinstance(policy, HFPolicy):
                 raise ConfigError(
-                    f"policy {getattr(policy, 'name', key)!r} is trainable but not an HFPolicy: "
+                    f"policy {policy.name!r} is trainable but not an HFPolicy: "
                     "the Ray executor can sync only HFPolicy weights"
                 )
             version = self.versions[key] + 1

@@ -82,7 +82,7 @@ def plan(policies: Mapping[str, Policy]) -> Plan:
             continue
         if not isinstance(policy, HFPolicy):
             pool_of[key] = len(recipes)
-            entry = PolicyEntry(key, _name(policy), bool(getattr(policy, "trainable", False)))
+            entry = PolicyEntry(key, policy.name, policy.trainable)
             recipes.append(EngineRecipe(policy, None, [entry], whole_policy=True))
             continue
         pool = model_pool.setdefault(id(policy.model), len(recipes))
@@ -119,7 +119,3 @@ def build_engine_policies(recipe: EngineRecipe, device: str | None) -> dict[str,
             chat_template_kwargs=e.chat_template_kwargs or None,
         )
     return out
-
-
-def _name(policy: Policy) -> str:
-    return str(getattr(policy, "name", type(policy).__name__))

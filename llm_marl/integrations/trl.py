@@ -29,11 +29,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_marl.envs.registration import make
 from llm_marl.policies.base import Policy, SamplingParams
 from llm_marl.rollout import FrozenAgents
+
+if TYPE_CHECKING:  # optional extras: imported where used, at call time
+    from datasets import Dataset
+    from trl import GRPOTrainer
 
 __all__ = ["EnvReward", "env_dataset", "grpo_trainer", "single_agent_env"]
 
@@ -93,7 +97,7 @@ def env_dataset(
     seed: int = 0,
     repeat: int = 1,
     frozen_sampling: SamplingParams | None = None,
-):
+) -> Dataset:
     """A ``datasets.Dataset`` with columns ``prompt`` (the agent's first observation, as chat
     messages), ``task`` (the task as JSON) and ``seed`` (for the env reset)."""
     from datasets import Dataset
@@ -229,7 +233,7 @@ def grpo_trainer(
     seed: int = 0,
     frozen_sampling: SamplingParams | None = None,
     **trainer_kwargs: Any,
-):
+) -> GRPOTrainer:
     """A ``trl.GRPOTrainer`` for the env's one trainable agent (dataset + reward from the env).
 
     ``model`` and ``args`` (a ``trl.GRPOConfig``) and ``trainer_kwargs`` (``processing_class``,

@@ -281,7 +281,9 @@ class OpenAIPolicy:
 
     # ------------------------------------------------------------------ requests
 
-    def _payload(self, conversation: Conversation, sampling: SamplingParams, seed: int | None):
+    def _payload(
+        self, conversation: Conversation, sampling: SamplingParams, seed: int | None
+    ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
             "messages": list(conversation),

@@ -144,7 +144,17 @@ def collect(
             vec.close()
 
 
-def _build_envs(env, tasks, group_size, env_kwargs, seed, max_workers, task_indices=None):
+def _build_envs(
+    env: EnvSource,
+    tasks: Sequence[dict[str, Any]] | int | None,
+    group_size: int,
+    env_kwargs: Mapping[str, Any] | None,
+    seed: int | None,
+    max_workers: int | None,
+    task_indices: Sequence[int] | None = None,
+) -> tuple[VectorEnv, bool, list[tuple[int, dict[str, Any]]]]:
+    """The VectorEnv that plays ``tasks`` x ``group_size`` episodes, whether this call owns
+    it (and closes it), and each env's (global task index, task)."""
     probe = _make_one(env, env_kwargs)
     task_list = _resolve_tasks(probe, tasks, seed)
     indices = check_task_indices(task_indices, len(task_list))
@@ -178,7 +188,7 @@ def check_task_indices(task_indices: Sequence[int] | None, n: int) -> list[int]:
     return out
 
 
-def _make_one(env: EnvSource, env_kwargs: Mapping[str, Any] | None):
+def _make_one(env: EnvSource, env_kwargs: Mapping[str, Any] | None) -> Any:
     if isinstance(env, VectorEnv):
         return env.envs[0]
     if isinstance(env, str):
@@ -192,7 +202,9 @@ def _make_one(env: EnvSource, env_kwargs: Mapping[str, Any] | None):
     )
 
 
-def _resolve_tasks(probe, tasks, seed) -> list[dict[str, Any]]:
+def _resolve_tasks(
+    probe: Any, tasks: Sequence[dict[str, Any]] | int | None, seed: int | None
+) -> list[dict[str, Any]]:
     if tasks is None or isinstance(tasks, int):
         available = getattr(probe, "tasks", None)
         if not available:
@@ -217,7 +229,17 @@ def _resolve_tasks(probe, tasks, seed) -> list[dict[str, Any]]:
 
 
 class _Collector:
-    def __init__(self, vec, slots, policies, group_size, sampling, seed, on_generate, share=()):
+    def __init__(
+        self,
+        vec: VectorEnv,
+        slots: list[tuple[int, dict[str, Any]]],
+        policies: Mapping[str, Policy],
+        group_size: int,
+        sampling: SamplingParams | Mapping[str, SamplingParams] | None,
+        seed: int | None,
+        on_generate: Callable[[Policy, int], None] | None,
+        share: Collection[str] = (),
+    ) -> None:
         self.vec = vec
         self.slots = slots
         self.seed = seed
@@ -240,11 +262,7 @@ class _Collector:
                 group_index=k % group_size,
                 group_id=group_id(ti, task["task_id"]),
                 trajectories={
-                    a: Trajectory(
-                        a,
-                        getattr(self.policies[a], "name", type(self.policies[a]).__name__),
-                        bool(getattr(self.policies[a], "trainable", False)),
-                    )
+                    a: Trajectory(a, self.policies[a].name, self.policies[a].trainable)
                     for a in agents
                 },
             )
@@ -304,7 +322,9 @@ class _Collector:
                         continue
                     parent = _parent_of(infos[k][agent])
                     self._record(k, agent, step, obs[k][agent], completion, parent, copy)
-                    actions[k][agent] = completion.text
+                    action = actions[k]
+                    assert action is not None  # set above for every live env
+                    action[agent] = completion.text
             for k, error in failed.items():
                 self._fail(k, error)
                 live[k] = False
@@ -363,10 +383,12 @@ class _Collector:
                 stacklevel=3,
             )
 
-    def _requests(self, obs, infos, live):
+    def _requests(
+        self, obs: list[Any], infos: list[Any], live: list[bool]
+    ) -> tuple[dict[tuple[Policy, SamplingParams], list[tuple[int, str]]], list[int]]:
         """Active (env, agent) pairs grouped by (policy, sampling): one generate call each; and
         the live envs where nobody is active (an env bug)."""
-        requests: dict[tuple[Any, SamplingParams], list[tuple[int, str]]] = {}
+        requests: dict[tuple[_Identity, SamplingParams], list[tuple[int, str]]] = {}
         stuck: list[int] = []
         for k, alive in enumerate(live):
             if not alive:
@@ -380,7 +402,14 @@ class _Collector:
                 requests.setdefault(key, []).append((k, agent))
         return {(key[0].obj, key[1]): reqs for key, reqs in requests.items()}, stuck
 
-    def _generate(self, policy, sampling, reqs, obs, step):
+    def _generate(
+        self,
+        policy: Policy,
+        sampling: SamplingParams,
+        reqs: list[tuple[int, str]],
+        obs: list[Any],
+        step: int,
+    ) -> tuple[list[Completion | str], list[bool]]:
         conversations = [obs[k][agent] for k, agent in reqs]
         contexts = [stream_context(self.contexts[k].get(agent), obs[k][agent]) for k, agent in reqs]
         # A shared agent's requests are identical only within its group (the task's G copies).
@@ -410,7 +439,14 @@ class _Collector:
         )
 
     def _record(
-        self, k, agent, step, observation, completion: Completion, parent=None, shared=False
+        self,
+        k: int,
+        agent: str,
+        step: int,
+        observation: list[dict[str, Any]],
+        completion: Completion,
+        parent: tuple[str, int] | None = None,
+        shared: bool = False,
     ) -> None:
         turn, entry = record_turn(
             agent, step, observation, completion, self.contexts[k].get(agent), parent, shared
@@ -419,7 +455,13 @@ class _Collector:
         if entry is not None:
             self.contexts[k][agent] = entry
 
-    def _finish(self, k, terms, truncs, infos) -> None:
+    def _finish(
+        self,
+        k: int,
+        terms: Mapping[str, bool],
+        truncs: Mapping[str, bool],
+        infos: dict[str, dict[str, Any]],
+    ) -> None:
         ep = self.episodes[k]
         ep.terminated = any(terms.values())
         ep.truncated = any(truncs.values())
@@ -428,7 +470,7 @@ class _Collector:
         ep.reward_components = dict(first.get("reward_components", {}))
         ep.error = first.get("error")
 
-    def _fail(self, k, error: str) -> None:
+    def _fail(self, k: int, error: str) -> None:
         ep = self.episodes[k]
         ep.truncated = True
         ep.error = error
@@ -485,7 +527,7 @@ def generate_batch(
     those items, otherwise every item of the batch gets the error. A policy that returns the
     wrong type or count is a bug in the policy and raises, naming it.
     """
-    name = getattr(policy, "name", type(policy).__name__)
+    name = policy.name
     start = time.perf_counter()
     try:
         completions = policy.generate(conversations, sampling, contexts)
@@ -631,7 +673,7 @@ def check_share_frozen(
             f"{list(policies)}; agents folded into the env by FrozenAgents are played by the "
             "wrapper, not by collect, and cannot be shared)"
         )
-    trainable = [n for n in names if getattr(policies[n], "trainable", False)]
+    trainable = [n for n in names if policies[n].trainable]
     if trainable:
         raise ValueError(
             f"share_frozen names trainable agents {trainable}: a shared request gives every "
@@ -755,7 +797,8 @@ class _Identity:
 
 
 def check_policies(policies: Mapping[str, Policy], agents: list[str]) -> dict[str, Policy]:
-    """Validate a ``{agent: Policy}`` map against the env's agents (exactly one per agent)."""
+    """Validate a ``{agent: Policy}`` map against the env's agents (exactly one per agent, each
+    with ``generate``, ``name`` and ``trainable``)."""
     if not isinstance(policies, Mapping):
         raise TypeError(f"policies must be a dict {{agent: Policy}}, got {type(policies).__name__}")
     missing = [a for a in agents if a not in policies]
@@ -773,4 +816,11 @@ def check_policies(policies: Mapping[str, Policy], agents: list[str]) -> dict[st
     for agent, policy in policies.items():
         if not callable(getattr(policy, "generate", None)):
             raise TypeError(f"the policy for {agent!r} has no generate() method: {policy!r}")
+        # The rest of the rollout reads these two Policy attributes directly.
+        missing = [attr for attr in ("name", "trainable") if not hasattr(policy, attr)]
+        if missing:
+            raise TypeError(
+                f"the policy for {agent!r} has no {' or '.join(missing)} attribute (see "
+                f"llm_marl.policies.Policy): {policy!r}"
+            )
     return dict(policies)

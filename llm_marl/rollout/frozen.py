@@ -11,6 +11,7 @@ from typing import Any
 
 from pettingzoo import ParallelEnv
 
+from llm_marl.envs.base import ActionDict, InfoDict, ObsDict, ResetResult, StepResult
 from llm_marl.envs.wrappers import ParallelEnvWrapper
 from llm_marl.policies.base import Policy, PolicyError, SamplingParams
 
@@ -66,7 +67,9 @@ class FrozenAgents(ParallelEnvWrapper):
             return list(self._failed[0])
         return [a for a in self.env.agents if a not in self.frozen]
 
-    def reset(self, seed: int | None = None, options: Mapping[str, Any] | None = None):
+    def reset(
+        self, seed: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> ResetResult:
         self._pending_reward = 0.0
         self._failed = None
         self.frozen_turns = []
@@ -81,7 +84,7 @@ class FrozenAgents(ParallelEnvWrapper):
             self._failed = (obs, infos)
         return obs, infos
 
-    def step(self, actions: Mapping[str, str]):
+    def step(self, actions: ActionDict) -> StepResult:
         frozen_keys = [a for a in actions if a in self.frozen]
         if frozen_keys:
             raise ValueError(f"agents {frozen_keys} are frozen; their actions come from policies")
@@ -99,11 +102,17 @@ class FrozenAgents(ParallelEnvWrapper):
             obs, more_rewards, terms, truncs, infos = more
             rewards = {a: rewards.get(a, 0.0) + more_rewards.get(a, 0.0) for a in rewards}
         rewards = {a: r + carried for a, r in rewards.items()}
-        return tuple(self._visible_only(d) for d in (obs, rewards, terms, truncs, infos))
+        return (
+            self._visible_only(obs),
+            self._visible_only(rewards),
+            self._visible_only(terms),
+            self._visible_only(truncs),
+            self._visible_only(infos),
+        )
 
-    def _play_frozen(self, obs, infos):
+    def _play_frozen(self, obs: ObsDict, infos: InfoDict) -> StepResult | None:
         """Step the inner env while only frozen agents are active. Returns the last step or None."""
-        last = None
+        last: StepResult | None = None
         accumulated: dict[str, float] = {}
         while self.env.agents:
             active = [a for a in self.env.agents if infos[a]["active"]]
@@ -138,7 +147,7 @@ class FrozenAgents(ParallelEnvWrapper):
         return {a: v for a, v in d.items() if a not in self.frozen}
 
 
-def _truncated(obs: dict[str, Any], infos: dict[str, Any]):
+def _truncated(obs: ObsDict, infos: InfoDict) -> StepResult:
     """The step result of an episode a failed frozen policy cut short: truncated, reward 0."""
     return (
         obs,

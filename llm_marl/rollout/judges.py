@@ -69,7 +69,7 @@ class FrozenJudge:
             raise TypeError(f"{type(self).__name__} has no default rubric: pass rubric=")
         if not hasattr(policy, "generate"):
             raise TypeError(f"policy must be a Policy (with generate), got {type(policy).__name__}")
-        if getattr(policy, "trainable", False):
+        if policy.trainable:
             raise ValueError("the judge must be a frozen policy (trainable=False)")
         self.policy = policy
         self.rubric = rubric
@@ -89,7 +89,7 @@ class FrozenJudge:
         return completion.text[: self.reply_chars]
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({getattr(self.policy, 'name', self.policy)!r})"
+        return f"{type(self).__name__}({self.policy.name!r})"
 
     def unreadable(self, reply: str, expected: str) -> InfrastructureError:
         """Count an unreadable reply and the error that truncates its episode unscored."""

@@ -283,7 +283,17 @@ class _ReplayDiverged(Exception):
 
 class _TreeCollector:
     def __init__(
-        self, env, env_kwargs, policies, tasks, branching, depth, early_stop, sampling, seed, share
+        self,
+        env: EnvSource,
+        env_kwargs: Mapping[str, Any] | None,
+        policies: Mapping[str, Policy],
+        tasks: Sequence[dict[str, Any]] | int | None,
+        branching: int,
+        depth: int | None,
+        early_stop: float | None,
+        sampling: SamplingParams | Mapping[str, SamplingParams] | None,
+        seed: int | None,
+        share: Collection[str],
     ) -> None:
         self.env_source = env
         self.env_kwargs = env_kwargs
@@ -302,13 +312,7 @@ class _TreeCollector:
         self.policy_index: dict[int, int] = {}
         for a in agents:
             self.policy_index.setdefault(id(self.policies[a]), len(self.policy_index))
-        self.team = {
-            a: (
-                getattr(self.policies[a], "name", type(self.policies[a]).__name__),
-                bool(getattr(self.policies[a], "trainable", False)),
-            )
-            for a in agents
-        }
+        self.team = {a: (self.policies[a].name, self.policies[a].trainable) for a in agents}
         self.pool: ThreadPoolExecutor | None = None
         self.replays = 0
         self.diverged: list[str] = []

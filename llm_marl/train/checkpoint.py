@@ -51,9 +51,10 @@ import tempfile
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from llm_marl.errors import CheckpointError, ConfigError, DiskFullError
+from llm_marl.policies.base import Policy, TrainablePolicy
 from llm_marl.tools.files import no_space, replace_dir
 
 CHECKPOINT_DIR = "checkpoints"
@@ -70,11 +71,11 @@ CHECKSUMS = "sha256"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
-def policy_keys(policies: Mapping[str, Any]) -> dict[str, str]:
+def policy_keys(policies: Mapping[str, Policy]) -> dict[str, str]:
     """agent -> checkpoint key for trainable policies (agents sharing a policy share a key)."""
     by_id: dict[int, list[str]] = {}
     for agent, policy in policies.items():
-        if getattr(policy, "trainable", False):
+        if policy.trainable:
             by_id.setdefault(id(policy), []).append(agent)
     return {agent: "+".join(agents) for agents in by_id.values() for agent in agents}
 
@@ -130,7 +131,7 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
 def save_checkpoint(
     output_dir: str | os.PathLike[str],
     step: int,
-    policies: Mapping[str, Any],
+    policies: Mapping[str, Policy],
     algorithm_state: Mapping[str, Any],
     extra: Mapping[str, Any] | None = None,
     *,
@@ -185,7 +186,7 @@ def _save(
     root: Path,
     name: str,
     step: int,
-    policies: Mapping[str, Any],
+    policies: Mapping[str, Policy],
     algorithm_state: Mapping[str, Any],
     extra: Mapping[str, Any] | None,
     writing: list[Path],
@@ -197,7 +198,8 @@ def _save(
         saved: set[str] = set()
         for agent, key in keys.items():
             if key not in saved:
-                policy = policies[agent]
+                # policy_keys lists trainable policies only, which implement TrainablePolicy.
+                policy = cast(TrainablePolicy, policies[agent])
                 writing[0] = final / "policies" / key
                 policy.save(str(tmp / "policies" / key))
                 reference = getattr(policy, "reference_model", None)
@@ -520,7 +522,7 @@ def _check_team(ckpt: Path, saved: Mapping[str, str], current: Mapping[str, str]
 
 
 def load_checkpoint(
-    path: str | os.PathLike[str], policies: Mapping[str, Any], *, restore_rng: bool = True
+    path: str | os.PathLike[str], policies: Mapping[str, Policy], *, restore_rng: bool = True
 ) -> tuple[int, dict[str, Any], dict[str, Any]]:
     """Load weights into ``policies``; return ``(step, algorithm_state, trainer_meta)``.
 
@@ -552,7 +554,7 @@ def load_checkpoint(
     for agent, key in saved_keys.items():
         if key in loaded:
             continue
-        policy = policies[agent]
+        policy = cast(TrainablePolicy, policies[agent])  # a trainable policy (policy_keys)
         where = f"policies/{key}"
         try:
             policy.load(str(ckpt / where))
@@ -566,7 +568,7 @@ def load_checkpoint(
     return int(meta["step"]), algorithm_state, meta
 
 
-def _load_reference(ckpt: Path, key: str, policy: Any, listed: bool) -> None:
+def _load_reference(ckpt: Path, key: str, policy: Policy, listed: bool) -> None:
     reference = getattr(policy, "reference_model", None)
     if reference is None:
         return
@@ -589,7 +591,7 @@ def _load_reference(ckpt: Path, key: str, policy: Any, listed: bool) -> None:
 
 def resume_latest(
     output_dir: str | os.PathLike[str],
-    policies: Mapping[str, Any],
+    policies: Mapping[str, Policy],
     load_algorithm_state: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[Path, int, dict[str, Any], dict[str, Any]] | None:
     """Load the newest checkpoint that loads; ``None`` when ``output_dir`` has none at all.

@@ -39,7 +39,7 @@ from llm_marl.train.trainer import Trainer, _env_name
 if TYPE_CHECKING:
     import torch
 
-    from llm_marl.policies.base import SamplingParams
+    from llm_marl.policies.base import Policy, SamplingParams
     from llm_marl.policies.hf import HFPolicy
     from llm_marl.train.models import PoliciesConfig
 
@@ -168,8 +168,8 @@ class _GatherOnly:
 
 
 def shard_learners(
-    policies: Mapping[str, Any], config: PoliciesConfig, group: LearnerGroup
-) -> dict[str, Any]:
+    policies: Mapping[str, Policy], config: PoliciesConfig, group: LearnerGroup
+) -> dict[str, Policy]:
     """Shard every distinct trainable policy over the default group, in place.
 
     Rank 0's weights (after the format warm-up) are broadcast first, so every rank shards the
@@ -182,7 +182,7 @@ def shard_learners(
 
     seen: set[int] = set()
     for agent, policy in policies.items():
-        if not getattr(policy, "trainable", False) or id(policy) in seen:
+        if not policy.trainable or id(policy) in seen:
             continue
         seen.add(id(policy))
         if not isinstance(policy, HFPolicy):

@@ -18,9 +18,13 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from llm_marl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from llm_marl.policies.base import Policy
+    from llm_marl.policies.hf import HFPolicy
 
 __all__ = [
     "TINY",
@@ -231,8 +235,8 @@ def trainable_policies(
     *,
     seed: int = 0,
     reference: bool = False,
-    base_warmup: Callable[[dict[str, Any]], Any] | None = None,
-) -> dict[str, Any]:
+    base_warmup: Callable[[dict[str, HFPolicy]], Any] | None = None,
+) -> dict[str, HFPolicy]:
     """Trainable HF policies for ``agents``: LoRA adapters on one base, full copies, or one
     shared policy (``config.share``).
 
@@ -328,7 +332,7 @@ def trainable_policies(
     return policies
 
 
-def vllm_samplers(policies: Mapping[str, Any], config: PoliciesConfig) -> list[Any]:
+def vllm_samplers(policies: Mapping[str, HFPolicy], config: PoliciesConfig) -> list[Any]:
     """Attach a vLLM engine to the trainable policies (``backend: vllm``); returns the engines.
 
     One engine per model object: full copies get one each, the LoRA adapters of one base (and
@@ -413,8 +417,8 @@ def frozen_policy(
     *,
     seed: int = 0,
     model_seed: int = 100,
-    warmup: Callable[[dict[str, Any]], Any] | None = None,
-) -> Any:
+    warmup: Callable[[dict[str, HFPolicy]], Any] | None = None,
+) -> Policy:
     """The frozen policy of ``agent`` from a spec (see :attr:`PoliciesConfig.frozen`).
 
     ``seed`` seeds the policy's sampling. ``tiny`` builds an offline tiny LM under ``out``

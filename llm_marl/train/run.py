@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_marl.algos.registry import algorithm_names, get_algorithm
 from llm_marl.errors import ConfigError
@@ -42,6 +42,9 @@ from llm_marl.train.config import (
 from llm_marl.train.models import TINY, PoliciesConfig
 from llm_marl.train.presets import Preset, auto_preset, get_preset, presets_for
 from llm_marl.train.trainer import TrainerConfig, TrainResult
+
+if TYPE_CHECKING:
+    from llm_marl.policies.hf import HFPolicy
 
 __all__ = [
     "CONFIG_FILE",
@@ -307,7 +310,7 @@ def _save_config(config: RunConfig) -> None:
         raise
 
 
-def build_policies(config: RunConfig) -> dict[str, Any]:
+def build_policies(config: RunConfig) -> dict[str, Policy]:
     """The policies of a run: frozen agents from their specs, the rest trainable.
 
     Models go under ``<output_dir>/models``. Frozen ``tiny`` agents are built (and taught the
@@ -324,7 +327,7 @@ def build_policies(config: RunConfig) -> dict[str, Any]:
         return _build_policies(config)
 
 
-def _build_policies(config: RunConfig) -> dict[str, Any]:
+def _build_policies(config: RunConfig) -> dict[str, Policy]:
     from llm_marl.envs.registration import make
     from llm_marl.train.models import (
         TINY,
@@ -356,13 +359,13 @@ def _build_policies(config: RunConfig) -> dict[str, Any]:
         num_symbols(env, tc.env)  # refuse a non-toy env before building any model
     out = Path(tc.output_dir) / "models"
 
-    def warmup(policies: Mapping[str, Any]) -> dict[str, float]:
+    def warmup(policies: Mapping[str, HFPolicy]) -> dict[str, float]:
         return toy_format_warmup(
             policies, tc.env, tc.env_kwargs, steps=pc.format_warmup_steps, seed=tc.seed
         )
 
-    policies: dict[str, Any] = {}
-    by_spec: dict[str, Any] = {}  # one policy per frozen spec (a team of solvers: one model)
+    policies: dict[str, Policy] = {}
+    by_spec: dict[str, Policy] = {}  # one policy per frozen spec (a team of solvers: one model)
     for spec in set(pc.frozen.values()) - {TINY}:  # one policy per spec: one prompt mode
         prompt_mode_of(pc, [a for a in agents if pc.frozen.get(a) == spec])
     for j, agent in enumerate(a for a in agents if a in pc.frozen):
@@ -399,7 +402,7 @@ def _build_policies(config: RunConfig) -> dict[str, Any]:
     return {a: policies[a] for a in agents}
 
 
-def _limit_prompts(config: PoliciesConfig, policies: Mapping[str, Any]) -> None:
+def _limit_prompts(config: PoliciesConfig, policies: Mapping[str, Policy]) -> None:
     """Apply ``policies.max_prompt_tokens`` to the local models that play those agents."""
     unknown = sorted(set(config.max_prompt_tokens) - set(policies))
     if unknown:
@@ -428,11 +431,11 @@ class FrozenWeights:
     Python function has no weights here to change, and is left out.
     """
 
-    def __init__(self, policies: Mapping[str, Any]) -> None:
+    def __init__(self, policies: Mapping[str, Policy]) -> None:
         self.policies = {
             agent: policy
             for agent, policy in policies.items()
-            if not getattr(policy, "trainable", False)
+            if not policy.trainable
             and callable(getattr(getattr(policy, "model", None), "state_dict", None))
         }
         self.digests = _digests(self.policies)
@@ -559,7 +562,7 @@ def run(config: RunConfig) -> TrainResult:
     return result
 
 
-def _engine(policy: Any) -> Any:
+def _engine(policy: Policy) -> Any:
     """The generation engine attached to a policy (``policies.backend vllm``), or None."""
     return getattr(policy, "generation_engine", None)
 

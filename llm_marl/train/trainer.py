@@ -274,7 +274,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ helpers
 
-    def _make_env(self, env_kwargs: Mapping[str, Any] | None = None):
+    def _make_env(self, env_kwargs: Mapping[str, Any] | None = None) -> Any:
         if isinstance(self.env, str):
             from llm_marl.envs.registration import make
 
@@ -340,17 +340,17 @@ class Trainer:
         """Training log-probs must use the sampling temperature, or importance ratios are off."""
         seen: dict[int, float] = {}
         for agent, policy in self.policies.items():
-            if not getattr(policy, "trainable", False):
+            if not policy.trainable:
                 continue
             if not hasattr(policy, "logprob_temperature"):
                 raise TypeError(
-                    f"trainable policy {getattr(policy, 'name', policy)!r} has no "
+                    f"trainable policy {policy.name!r} has no "
                     "logprob_temperature attribute (see llm_marl.policies.TrainablePolicy)"
                 )
             temp = self.sampling[agent].temperature
             if id(policy) in seen and seen[id(policy)] != temp:
                 raise ValueError(
-                    f"agents sharing policy {getattr(policy, 'name', policy)!r} sample at "
+                    f"agents sharing policy {policy.name!r} sample at "
                     f"different temperatures ({seen[id(policy)]} and {temp}); one policy object "
                     "scores log-probs at one temperature: use the same temperature for them"
                 )
@@ -373,7 +373,14 @@ class Trainer:
         """Base seed of ``collect`` at training step ``step`` (disjoint from the eval seed)."""
         return (self.config.seed * 7_919 + (step + 1) * 104_729) % 2**31
 
-    def _collect(self, tasks, group_size, sampling, seed, env_kwargs=None) -> list[Episode]:
+    def _collect(
+        self,
+        tasks: list[dict[str, Any]],
+        group_size: int,
+        sampling: SamplingParams | Mapping[str, SamplingParams],
+        seed: int | None,
+        env_kwargs: Mapping[str, Any] | None = None,
+    ) -> list[Episode]:
         kwargs = self.config.env_kwargs if env_kwargs is None else env_kwargs
         return collect(
             self.env,
@@ -408,7 +415,7 @@ class Trainer:
             if self.config.eval_tasks is not None:
                 tasks = tasks[: self.config.eval_tasks]
         episodes = self._collect(
-            list(tasks),
+            [dict(t) for t in tasks],
             group_size or self.config.eval_group_size,
             sampling if sampling is not None else self.eval_sampling,
             (self.config.seed + _EVAL_SEED_OFFSET) % 2**31 if seed is None else seed,
@@ -589,7 +596,7 @@ class Trainer:
         """
         seen: set[int] = set()
         for policy in self.policies.values():
-            if id(policy) in seen or not getattr(policy, "trainable", False):
+            if id(policy) in seen or not policy.trainable:
                 continue
             seen.add(id(policy))
             after_update = getattr(policy, "after_update", None)

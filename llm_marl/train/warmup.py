@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llm_marl.algos.update import nll_update
 from llm_marl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from llm_marl.policies.hf import HFPolicy
 
 __all__ = ["TOY_ENVS", "num_symbols", "toy_format_warmup"]
 
@@ -23,7 +26,7 @@ the env's own ``format_demos`` / ``warmup_action`` say)."""
 
 
 def toy_format_warmup(
-    policies: Mapping[str, Any],
+    policies: Mapping[str, HFPolicy],
     env_id: str,
     env_kwargs: Mapping[str, Any] | None = None,
     *,

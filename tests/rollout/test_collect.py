@@ -84,6 +84,19 @@ def test_bad_input():
         collect("coordination-v0", pol, sampling={"x": SamplingParams()}, progress=False)
 
 
+class GenerateOnly:
+    """Has generate() but not the Policy protocol's ``name`` and ``trainable``."""
+
+    def generate(self, conversations, sampling, contexts=None):
+        raise AssertionError("never asked: refused before the first request")
+
+
+def test_a_policy_without_the_protocol_attributes_is_refused_up_front():
+    pol = {"left": ScriptedPolicy(lambda c: "1"), "right": GenerateOnly()}
+    with pytest.raises(TypeError, match="'right' has no name or trainable attribute"):
+        collect("coordination-v0", pol, progress=False)
+
+
 class FailingPolicy:
     """Fails the whole batch (server down) or single items (one request timed out)."""
 

@@ -642,7 +642,16 @@ class CodeCollabEnv(LLMParallelEnv):
             report.sentinel_returns,
         )
 
-    def _give_feedback(self, subs, aux_called, own_syntax, ignored, outcome, tests, entry) -> None:
+    def _give_feedback(
+        self,
+        subs: dict[str, cu.Submission],
+        aux_called: bool | None,
+        own_syntax: dict[str, str | None],
+        ignored: dict[str, str | None],
+        outcome: _Outcome,
+        tests: TaskTests,
+        entry: str,
+    ) -> None:
         failures, passed = _feedback_results(outcome, tests)
         for agent, sub in subs.items():
             own_fn = AUX if agent == "helper" else entry
@@ -670,7 +679,16 @@ class CodeCollabEnv(LLMParallelEnv):
             )
             self.say(agent, prompts.feedback_message(report))
 
-    def _give_official_feedback(self, actions, subs, facts, program, outcome, tests, entry) -> None:
+    def _give_official_feedback(
+        self,
+        actions: dict[str, str],
+        subs: dict[str, cu.Submission],
+        facts: CodeFacts,
+        program: str,
+        outcome: _Outcome,
+        tests: TaskTests,
+        entry: str,
+    ) -> None:
         """Each agent's next prompt in the reference's ``level_feedback`` layout: its history,
         the diagnostics of the joint program and its feedback tests; the prompt replaces the
         agent's conversation, as CoMLRL feeds only the external transition's text."""
@@ -700,7 +718,14 @@ class CodeCollabEnv(LLMParallelEnv):
             self.say(agent, text)
             asked.append(text)
 
-    def _give_expert_edits(self, subs, own_syntax, outcome, tests, program: str) -> bool:
+    def _give_expert_edits(
+        self,
+        subs: dict[str, cu.Submission],
+        own_syntax: dict[str, str | None],
+        outcome: _Outcome,
+        tests: TaskTests,
+        program: str,
+    ) -> bool:
         """Ask the expert about this round's program; tell each agent its own edit.
 
         The request is built from the feedback units only (see
@@ -718,12 +743,11 @@ class CodeCollabEnv(LLMParallelEnv):
         problems = []
         for agent, sub in subs.items():
             own_fn = AUX if agent == "helper" else entry
+            syntax = own_syntax[agent]
             if sub.oversized:
                 problems.append(f"{whose[agent]} was not read: the answer is far too long.")
-            elif own_syntax[agent]:
-                problems.append(
-                    f"{whose[agent]} has a syntax error: {prompts.clip_error(own_syntax[agent])}"
-                )
+            elif syntax:
+                problems.append(f"{whose[agent]} has a syntax error: {prompts.clip_error(syntax)}")
             elif not sub.defines_with_return(own_fn):
                 problems.append(f"{whose[agent]} defines no `{own_fn}` that returns a value.")
         if not outcome.ran:

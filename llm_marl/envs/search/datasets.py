@@ -94,7 +94,9 @@ def doc_id(title: str, text: str) -> str:
     return hashlib.sha1(f"{title}\n{text}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _parse(name: str, rows: list[dict[str, Any]], where: str):
+def _parse(
+    name: str, rows: list[dict[str, Any]], where: str
+) -> tuple[list[dict[str, Any]], list[Document] | None]:
     tasks: list[dict[str, Any]] = []
     docs: dict[str, Document] = {}
     groups: dict[str, list[str]] = {}

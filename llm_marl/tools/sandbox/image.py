@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from llm_marl.tools.sandbox.base import SandboxUnavailableError
 
@@ -42,7 +43,7 @@ _PRUNE = (
 )
 
 
-def docker_client(base_url: str | None = None, timeout: float = 60.0):
+def docker_client(base_url: str | None = None, timeout: float = 60.0) -> Any:
     """A connected ``docker.DockerClient``; raises SandboxUnavailableError with what to do."""
     try:
         import docker
@@ -66,7 +67,7 @@ def docker_client(base_url: str | None = None, timeout: float = 60.0):
     return client
 
 
-def image_exists(name: str = DEFAULT_IMAGE, client=None) -> bool:
+def image_exists(name: str = DEFAULT_IMAGE, client: Any = None) -> bool:
     """True when the Docker engine has an image called ``name``."""
     import docker
 
@@ -85,7 +86,7 @@ def build_image(
     mirror: str = DEFAULT_MIRROR,
     packages: Sequence[str] = DEFAULT_PACKAGES,
     force: bool = False,
-    client=None,
+    client: Any = None,
     log: Callable[[str], None] | None = None,
 ) -> str:
     """Build (or keep) the sandbox image and return its id.
@@ -158,7 +159,7 @@ def build_image(
     return image_id
 
 
-def _import_tree(client, root: str, name: str) -> str:
+def _import_tree(client: Any, root: str, name: str) -> str:
     repository, _, tag = name.partition(":")
     tar = subprocess.Popen(
         ["tar", "--numeric-owner", "-C", root, "-c", "."], stdout=subprocess.PIPE
