@@ -31,7 +31,7 @@ from llm_marl.algos.samples import Sample
 from llm_marl.algos.update import PGConfig, make_optimizer, policy_gradient_update
 from llm_marl.errors import TrainingError
 from llm_marl.policies.base import Policy, SamplingParams, TrainablePolicy
-from llm_marl.rollout.collect import EnvSource, collect
+from llm_marl.rollout.collect import EnvSource, play
 from llm_marl.rollout.tree import RolloutTree
 from llm_marl.rollout.types import Episode
 
@@ -110,14 +110,15 @@ class Algorithm(ABC):
         """Play one training step's rollouts with :attr:`policies` (the Trainer calls this).
 
         Default: :func:`~llm_marl.rollout.collect`, ``group_size`` independent episodes per
-        task. An algorithm that rolls out another way overrides it (MAGRPO's tree mode returns
+        task (through :func:`~llm_marl.rollout.collect.play`: the Trainer validated
+        ``group_size`` and ``share_frozen`` already). An algorithm that rolls out another way overrides it (MAGRPO's tree mode returns
         :class:`~llm_marl.rollout.tree.RolloutTree` s); :meth:`update` then receives what this
         returned, less the failed ones (``.ok`` false). ``options`` are ``collect``'s keyword
         options (``env_kwargs``, ``progress``, ``max_workers``, and ``share_frozen`` when the
         run sets it). Evaluation never goes through
         this: it always plays linear episodes.
         """
-        return collect(
+        return play(
             env,
             self.policies,
             tasks,

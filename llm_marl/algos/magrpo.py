@@ -64,7 +64,7 @@ from llm_marl.algos.samples import Sample, trajectory_samples
 from llm_marl.algos.update import PGConfig, policy_gradient_update
 from llm_marl.policies.base import SamplingParams
 from llm_marl.rollout.collect import EnvSource
-from llm_marl.rollout.tree import RolloutTree, collect_tree
+from llm_marl.rollout.tree import RolloutTree, play_tree
 from llm_marl.rollout.types import Episode, Trajectory, group_episodes
 
 Rollout = Literal["linear", "tree"]
@@ -179,7 +179,9 @@ class MAGRPO(PolicyGradientAlgorithm[MAGRPOConfig]):
             return super().collect(
                 env, tasks, group_size=group_size, sampling=sampling, seed=seed, **options
             )
-        return collect_tree(
+        # Validated where they entered: group_size and share_frozen by the Trainer, the depth
+        # by MAGRPOConfig.
+        return play_tree(
             env,
             self.policies,
             tasks,

@@ -2,7 +2,7 @@
 
 It owns its envs (built from the env id or factory it is sent) and therefore their sandbox,
 grader, search and browse pools; it runs the ordinary :func:`~llm_marl.rollout.collect` on its
-shard, with :class:`RemotePolicy` proxies for the policies that live on generation engines,
+shard (as :func:`~llm_marl.rollout.collect.play`: the caller validated the options), with :class:`RemotePolicy` proxies for the policies that live on generation engines,
 and sends back finished :class:`~llm_marl.rollout.Episode` s.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from llm_marl.errors import PolicyError
 from llm_marl.policies.base import Completion, Conversation, Policy, SamplingParams, TokenContexts
-from llm_marl.rollout.collect import collect
+from llm_marl.rollout.collect import play
 from llm_marl.rollout.types import Episode
 
 
@@ -93,9 +93,8 @@ class EnvWorker:
         """Play ``tasks`` (global indices ``task_indices``) with ``collect``'s ``options``."""
         remote = {k: RemotePolicy(r) for k, r in routes.items()}
         policies = {a: remote[k] if k in remote else self.local[k] for a, k in keys.items()}
-        episodes = collect(
-            env, policies, tasks, task_indices=task_indices, progress=False, **options
-        )
+        # The executor's caller (collect or the Trainer) validated the options.
+        episodes = play(env, policies, tasks, task_indices=task_indices, progress=False, **options)
         for ep in episodes:
             ep.policy_versions = {a: routes[k].version for a, k in keys.items() if k in routes}
         return episodes

@@ -35,7 +35,7 @@ from llm_marl.errors import ConfigError
 from llm_marl.eval.metrics import ExtraMetrics, Record, averages, benchmark_scores, check_k
 from llm_marl.eval.records import EpisodeWriter, episode_record, jsonable
 from llm_marl.policies.base import Policy, SamplingParams, per_agent_sampling
-from llm_marl.rollout.collect import check_policies, collect
+from llm_marl.rollout.collect import check_policies, play
 from llm_marl.rollout.types import Episode
 
 Task = dict[str, Any]
@@ -182,7 +182,7 @@ def evaluate(
             step = batch_size or len(tasks)
             records: list[Record] = []
             for start in range(0, len(tasks), step):
-                episodes = collect(
+                episodes = play(  # samples was checked above (check_k), as samples
                     row.env,
                     policies,
                     tasks=tasks[start : start + step],

@@ -113,8 +113,46 @@ def collect(
     ``FAILED_WARN_FRACTION`` of the episodes failed (see ``raise_if_env_always_fails``).
     ``KeyboardInterrupt`` and other ``BaseException`` s always propagate.
     """
-    if not isinstance(group_size, int) or group_size < 1:
-        raise ValueError(f"group_size must be an int >= 1, got {group_size!r}")
+    check_group_size(group_size)
+    return play(
+        env,
+        policies,
+        tasks,
+        group_size,
+        sampling,
+        seed,
+        env_kwargs=env_kwargs,
+        progress=progress,
+        max_workers=max_workers,
+        on_generate=on_generate,
+        raise_if_env_always_fails=raise_if_env_always_fails,
+        share_frozen=check_share_frozen(share_frozen, policies),
+        task_indices=task_indices,
+        executor=executor,
+    )
+
+
+def play(
+    env: EnvSource,
+    policies: Mapping[str, Policy],
+    tasks: Sequence[dict[str, Any]] | int | None,
+    group_size: int,
+    sampling: SamplingParams | Mapping[str, SamplingParams] | None,
+    seed: int | None,
+    *,
+    env_kwargs: Mapping[str, Any] | None = None,
+    progress: bool = True,
+    max_workers: int | None = None,
+    on_generate: Callable[[Policy, int], None] | None = None,
+    raise_if_env_always_fails: bool = False,
+    share_frozen: Collection[str] = (),
+    task_indices: Sequence[int] | None = None,
+    executor: Any = None,
+) -> list[Episode]:
+    """:func:`collect` for callers that validated ``group_size`` and ``share_frozen`` where
+    those values entered (the Trainer at construction, a Ray env worker for its executor):
+    they are checked once, at that edge, and taken as given here. Same arguments, same
+    episodes."""
     if executor is not None:
         return executor.collect(
             env,
@@ -136,7 +174,7 @@ def collect(
     )
     try:
         collector = _Collector(
-            vec, slots, policies, group_size, sampling, seed, on_generate, share_frozen
+            vec, slots, policies, group_size, sampling, seed, on_generate, frozenset(share_frozen)
         )
         return collector.run(progress, raise_if_env_always_fails)
     finally:
@@ -238,7 +276,7 @@ class _Collector:
         sampling: SamplingParams | Mapping[str, SamplingParams] | None,
         seed: int | None,
         on_generate: Callable[[Policy, int], None] | None,
-        share: Collection[str] = (),
+        share: frozenset[str] = frozenset(),
     ) -> None:
         self.vec = vec
         self.slots = slots
@@ -246,7 +284,7 @@ class _Collector:
         self.on_generate = on_generate
         agents = list(vec.envs[0].possible_agents)
         self.policies = check_policies(policies, agents)
-        self.share = check_share_frozen(share, self.policies)
+        self.share = share  # checked where it entered (collect, or the Trainer)
         self.sampling = per_agent_sampling(sampling, agents, default=SamplingParams())
         self.group_size = group_size
         self.agent_index = {a: i for i, a in enumerate(agents)}
@@ -651,6 +689,12 @@ def identical_requests(
         else:
             out.append(same)
     return out
+
+
+def check_group_size(group_size: int) -> None:
+    """Validate ``group_size`` (see :func:`collect`): an int >= 1."""
+    if not isinstance(group_size, int) or group_size < 1:
+        raise ValueError(f"group_size must be an int >= 1, got {group_size!r}")
 
 
 def check_share_frozen(

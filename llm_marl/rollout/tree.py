@@ -248,15 +248,59 @@ def collect_tree(
         )
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
         raise ValueError(f"depth must be None or an int >= 1, got {depth!r}")
+    return play_tree(
+        env,
+        policies,
+        tasks,
+        branching,
+        depth=depth,
+        early_stop=early_stop,
+        sampling=sampling,
+        seed=seed,
+        env_kwargs=env_kwargs,
+        progress=progress,
+        max_workers=max_workers,
+        on_generate=on_generate,
+        share_frozen=check_share_frozen(share_frozen, policies),
+    )
+
+
+def play_tree(
+    env: EnvSource,
+    policies: Mapping[str, Policy],
+    tasks: Sequence[dict[str, Any]] | int | None,
+    branching: int,
+    *,
+    depth: int | None = None,
+    early_stop: float | None = None,
+    sampling: SamplingParams | Mapping[str, SamplingParams] | None = None,
+    seed: int | None = 0,
+    env_kwargs: Mapping[str, Any] | None = None,
+    progress: bool = True,
+    max_workers: int | None = None,
+    on_generate: Callable[[Policy, int], None] | None = None,
+    share_frozen: Collection[str] = (),
+) -> list[RolloutTree]:
+    """:func:`collect_tree` for callers that validated ``branching``, ``depth`` and
+    ``share_frozen`` where those values entered (MAGRPO's tree mode: the Trainer's
+    ``group_size`` and ``share_frozen``, ``MAGRPOConfig.tree_depth``). Same arguments, same
+    trees."""
     if isinstance(env, VectorEnv):
         raise TypeError(
             "collect_tree creates envs as the tree grows: pass an env id or a zero-argument "
             "factory, not a VectorEnv"
         )
-    if early_stop is not None:
-        early_stop = float(early_stop)
     collector = _TreeCollector(
-        env, env_kwargs, policies, tasks, branching, depth, early_stop, sampling, seed, share_frozen
+        env,
+        env_kwargs,
+        policies,
+        tasks,
+        branching,
+        depth,
+        None if early_stop is None else float(early_stop),
+        sampling,
+        seed,
+        frozenset(share_frozen),
     )
     try:
         return collector.run(progress, max_workers, on_generate)
@@ -293,7 +337,7 @@ class _TreeCollector:
         early_stop: float | None,
         sampling: SamplingParams | Mapping[str, SamplingParams] | None,
         seed: int | None,
-        share: Collection[str],
+        share: frozenset[str],
     ) -> None:
         self.env_source = env
         self.env_kwargs = env_kwargs
@@ -307,7 +351,7 @@ class _TreeCollector:
         self.tasks = _resolve_tasks(probe, tasks, seed)
         agents = list(probe.possible_agents)
         self.policies = check_policies(policies, agents)
-        self.share = check_share_frozen(share, self.policies)
+        self.share = share  # checked where it entered (collect_tree, or the Trainer)
         self.sampling = per_agent_sampling(sampling, agents, default=SamplingParams())
         self.policy_index: dict[int, int] = {}
         for a in agents:

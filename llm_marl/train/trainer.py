@@ -30,8 +30,7 @@ from llm_marl.algos import Algorithm
 from llm_marl.distributed.resources import EngineBackend, FullSync, RayResources
 from llm_marl.errors import ConfigError, DiskFullError, TrainingError
 from llm_marl.policies.base import Policy, SamplingParams, per_agent_sampling
-from llm_marl.rollout import collect
-from llm_marl.rollout.collect import check_policies, check_share_frozen
+from llm_marl.rollout.collect import check_group_size, check_policies, check_share_frozen, play
 from llm_marl.rollout.cost import cost_metrics
 from llm_marl.rollout.tree import as_episodes
 from llm_marl.rollout.types import Episode
@@ -382,7 +381,8 @@ class Trainer:
         env_kwargs: Mapping[str, Any] | None = None,
     ) -> list[Episode]:
         kwargs = self.config.env_kwargs if env_kwargs is None else env_kwargs
-        return collect(
+        # group_size was validated where it entered: TrainerConfig, or evaluate's argument.
+        return play(
             self.env,
             self.policies,
             tasks,
@@ -410,6 +410,8 @@ class Trainer:
         Defaults: ``config.eval_tasks`` of the eval tasks (all of them if ``None``), greedy
         decoding, one episode per task, a fixed seed (every evaluation sees the same resets).
         """
+        if group_size:  # the argument enters here (None or 0: the validated config value)
+            check_group_size(group_size)
         if tasks is None:
             tasks = self.eval_tasks
             if self.config.eval_tasks is not None:
