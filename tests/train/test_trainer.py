@@ -158,6 +158,15 @@ def test_errored_episodes_are_dropped_and_counted(tmp_path):
     assert row["reward"] == 1.0  # only the scored episodes count
 
 
+def test_evaluate_checks_its_group_size_argument(tmp_path):
+    policies = {"left": ScriptedPolicy(lambda c: "1"), "right": ScriptedPolicy(lambda c: "1")}
+    trainer = Trainer(_Recorder(), policies, _config(tmp_path, eval_group_size=2))
+    for bad in (-1, 1.5):
+        with pytest.raises(ValueError, match="group_size must be an int >= 1"):
+            trainer.evaluate(group_size=bad)
+    assert trainer.evaluate(group_size=0)["reward"] >= 0  # 0: the config's eval_group_size
+
+
 def test_trainer_rejects_bad_input(tmp_path, algo_lm_path):
     pair = _pair(algo_lm_path)
     with pytest.raises(ValueError, match="no policy for agents \\['right'\\]"):

@@ -99,6 +99,12 @@ import sys
 import time
 import types
 
+# Names for mypy only (local variable annotations are never evaluated): the harness imports
+# nothing at run time that it does not use.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 try:
     import resource
 except ImportError:  # pragma: no cover - every CPython on Linux has it
@@ -320,7 +326,8 @@ def encode_value(value, _depth=0):
         return {"t": [encode_value(v, d) for v in tuple.__iter__(value)]}
     if isinstance(value, (set, frozenset)):
         tag = "fs" if isinstance(value, frozenset) else "s"
-        it = frozenset.__iter__(value) if tag == "fs" else set.__iter__(value)
+        # value is a set in the "s" branch and a frozenset in the "fs" one; mypy cannot tell.
+        it = frozenset.__iter__(value) if tag == "fs" else set.__iter__(value)  # type: ignore[arg-type]
         return {tag: [encode_value(v, d) for v in it]}
     # Iterators (generators, map, filter, zip, ...) are materialised: R gets an iterator over
     # the same items, so ``list(candidate(x))`` behaves as it would in-process.
@@ -364,7 +371,7 @@ def _check_hashes(keys):
     """Refuse keys built to collide (many distinct keys with one hash): decoding stays linear."""
     if len(keys) <= MAX_SAME_HASH:
         return keys
-    counts = {}
+    counts: dict[int, int] = {}
     for key in keys:
         h = hash(key)
         c = counts.get(h, 0) + 1
@@ -384,7 +391,7 @@ def _fraction(numerator, denominator):
     make = getattr(fractions.Fraction, "_from_coprime_ints", None)
     if make is not None:
         return make(numerator, denominator)
-    return fractions.Fraction(numerator, denominator, _normalize=False)
+    return fractions.Fraction(numerator, denominator, _normalize=False)  # type: ignore[call-overload]
 
 
 def decode_value(data, _depth=0, clock=None):
@@ -552,10 +559,10 @@ def wipe_tree(path, max_entries=None, deadline=None):
     complete = True
     stack = []  # (pending subdirectory names of the parent, name of the current directory)
     try:
-        pending = []
+        pending: list[str] = []
         while True:
             # List the current directory once: unlink everything but subdirectories.
-            files = []
+            files: list[str] = []
             try:
                 with os.scandir(fd) as entries:  # scandir works on its own copy of fd
                     for entry in entries:
@@ -886,7 +893,7 @@ def _program_module(name, path):
     """The module the program runs as; its source file was written by the supervisor."""
     module = types.ModuleType(name)
     module.__file__ = path
-    module.__builtins__ = __builtins__
+    module.__builtins__ = __builtins__  # type: ignore[attr-defined]
     sys.modules[name] = module
     return module
 
@@ -1478,7 +1485,7 @@ def _runner_main(tests_len, clean_builtins, limits):
         os._exit(0)
     emit("L")
     entry_point = spec.get("entry_point")
-    ns = {"__builtins__": dict(clean_builtins), "__name__": "__sandbox_tests__"}
+    ns: dict[str, Any] = {"__builtins__": dict(clean_builtins), "__name__": "__sandbox_tests__"}
     manifest = first.get("globals")
     # The program's plain values are decoded inside its load budget, MAX_MANIFEST_NODES at most.
     clock = _Clock(time.monotonic() + conn.load_timeout)
@@ -1713,7 +1720,7 @@ class Supervisor:
         start = time.monotonic()
         deadline = start + seconds
         fds = _FdSet()
-        job_state = {"program": None, "owner": None, "runner": None, "restarts": 0}
+        job_state: dict[str, Any] = {"program": None, "owner": None, "runner": None, "restarts": 0}
         pending = b""
         ctl = None
         try:
@@ -2116,7 +2123,7 @@ class Supervisor:
 
         Returns the exit statuses by pid, and whether no job process is left.
         """
-        statuses = {}
+        statuses: dict[int, int] = {}
         if self.pid1:
             for _ in range(10000):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -2143,7 +2150,7 @@ MQUEUE_DIR = "/dev/mqueue"
 def _process_state():
     """The supervisor's own state that every job inherits: resource limits, niceness,
     scheduling policy and priority, CPU affinity."""
-    state = {}
+    state: dict[str, Any] = {}
     if resource is not None:
         for name in sorted(dir(resource)):
             if name.startswith("RLIMIT_"):
@@ -2185,7 +2192,7 @@ def _restore_state(baseline):
 
 def _abstract_sockets():
     """Names of the abstract unix sockets of this network namespace (``/proc/net/unix``)."""
-    names = set()
+    names: set[str] = set()
     try:
         with open("/proc/net/unix") as f:
             lines = f.read().splitlines()[1:]
