@@ -220,27 +220,13 @@ def _delegate(command: str, rest: list[str]) -> int:
     return int(eval_main(rest) or 0)
 
 
-def _parse_env_args(pairs: list[str]) -> dict[str, object]:
-    import ast
-
-    out: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--env-arg expects KEY=VALUE, got {pair!r}")
-        try:
-            out[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            out[key] = value  # a plain string
-    return out
-
-
 def _play(args: argparse.Namespace) -> int:
     import numpy as np
 
     import llm_marl
+    from llm_marl.envs.registration import parse_env_args
 
-    env_kwargs = _parse_env_args(args.env_arg)
+    env_kwargs = parse_env_args(args.env_arg)
     if args.seed is not None and not 0 <= args.seed < 2**32:
         raise ConfigError(f"--seed must be in [0, 2**32), got {args.seed}")
     try:

@@ -17,6 +17,7 @@ maths only) and :mod:`~llm_marl.algos.update` (the epochs x minibatches x micro-
 :mod:`~llm_marl.algos.registry` is the ``--algo`` registry (:func:`register_algorithm`).
 """
 
+from llm_marl.algos import zoo
 from llm_marl.algos.advantages import (
     component_reward,
     discounted_returns,
@@ -39,26 +40,12 @@ from llm_marl.algos.registry import (
 )
 from llm_marl.algos.samples import Sample, trajectory_samples
 from llm_marl.algos.update import PGConfig, make_optimizer, nll_update, policy_gradient_update
-from llm_marl.algos.zoo import (
-    ATGRPO,
-    RAE,
-    ATGRPOConfig,
-    DrMAS,
-    DrMASConfig,
-    GiGPO,
-    GiGPOConfig,
-    RAEConfig,
-)
+
+# The zoo's names, listed once (zoo.__all__), are all re-exported.
+from llm_marl.algos.zoo import *  # noqa: F403
 
 __all__ = [
-    "ATGRPO",
-    "RAE",
-    "ATGRPOConfig",
-    "DrMAS",
-    "DrMASConfig",
-    "GiGPO",
-    "GiGPOConfig",
-    "RAEConfig",
+    *zoo.__all__,
     "MAGRPO",
     "MATPO",
     "AgentPO",

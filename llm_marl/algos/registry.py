@@ -13,20 +13,11 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from llm_marl.algos import zoo
 from llm_marl.algos.agentpo import AgentPO, AgentPOConfig
 from llm_marl.algos.base import Algorithm
 from llm_marl.algos.magrpo import MAGRPO, MAGRPOConfig
 from llm_marl.algos.matpo import MATPO, MATPOConfig
-from llm_marl.algos.zoo import (
-    ATGRPO,
-    RAE,
-    ATGRPOConfig,
-    DrMAS,
-    DrMASConfig,
-    GiGPO,
-    GiGPOConfig,
-    RAEConfig,
-)
 from llm_marl.errors import ConfigError
 
 __all__ = ["AlgorithmSpec", "algorithm_names", "get_algorithm", "register_algorithm"]
@@ -103,14 +94,20 @@ register_algorithm(
     "matpo", MATPO, MATPOConfig, "MATPO: one policy as planner and workers (websearch-v0)"
 )
 register_algorithm(
-    "at-grpo", ATGRPO, ATGRPOConfig, "AT-GRPO (PettingLLMs): a GRPO group per agent and turn"
+    "at-grpo",
+    zoo.ATGRPO,
+    zoo.ATGRPOConfig,
+    "AT-GRPO (PettingLLMs): a GRPO group per agent and turn",
 )
 register_algorithm(
-    "drmas", DrMAS, DrMASConfig, "Dr. MAS: advantages normalised per agent by its own statistics"
+    "drmas",
+    zoo.DrMAS,
+    zoo.DrMASConfig,
+    "Dr. MAS: advantages normalised per agent by its own statistics",
 )
 register_algorithm(
-    "rae", RAE, RAEConfig, "RAE (SPIRAL): a moving-average baseline per (env, agent)"
+    "rae", zoo.RAE, zoo.RAEConfig, "RAE (SPIRAL): a moving-average baseline per (env, agent)"
 )
 register_algorithm(
-    "gigpo", GiGPO, GiGPOConfig, "GiGPO (verl-agent): episode groups plus step groups"
+    "gigpo", zoo.GiGPO, zoo.GiGPOConfig, "GiGPO (verl-agent): episode groups plus step groups"
 )

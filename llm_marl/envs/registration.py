@@ -12,12 +12,13 @@ calling :func:`register` on import or through the ``llm_marl.envs`` entry-point 
 
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib
 import inspect
 import re
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, overload
@@ -25,7 +26,7 @@ from typing import Any, overload
 from llm_marl.envs.base import LLMParallelEnv, check_step_cap
 from llm_marl.envs.vector import VectorEnv
 from llm_marl.envs.wrappers import AnyEnv, ParallelEnvWrapper, StepLimit
-from llm_marl.errors import UnknownEnvError
+from llm_marl.errors import ConfigError, UnknownEnvError
 
 ENV_ID_RE = re.compile(
     r"^(?:(?P<namespace>[\w.-]+)/)?(?P<name>[\w.]+(?:-[\w.]+)*?)-v(?P<version>\d+)$"
@@ -233,6 +234,26 @@ def accepted_kwargs(env: str | EnvSpec | Callable[..., Any]) -> list[str] | None
         found = env if isinstance(env, EnvSpec) else spec(env)
         env = _load_entry_point(found.entry_point, found.id)
     return _accepted_kwargs(env)
+
+
+def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
+    """``--env-arg`` values as keyword arguments of :func:`make`:
+    ``["num_rounds=1", "sandbox=process"]`` -> ``{"num_rounds": 1, "sandbox": "process"}``.
+
+    Values are Python literals where they parse as one (numbers, booleans, lists), else strings.
+    The one parser of ``llm-marl play``, ``eval`` and ``bench``.
+    """
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise ConfigError(f"--env-arg expects KEY=VALUE, got {pair!r}")
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value  # a plain string
+    return out
 
 
 def _load_entry_point(entry_point: EntryPoint, env_id: str) -> Callable[..., AnyEnv]:

@@ -41,13 +41,13 @@ the family of the ``--env`` ids, else the one whose roles the team uses.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from llm_marl.envs.registration import parse_env_args
 from llm_marl.errors import ConfigError, OneLineArgumentParser
 from llm_marl.eval.coding import CODING
 from llm_marl.eval.family import EnvFamily, Family, split_names
@@ -407,24 +407,6 @@ def _ints(text: str | None, flag: str) -> list[int] | None:
         return [int(v) for v in split_names(text)]
     except ValueError:
         raise ConfigError(f"{flag} expects comma-separated integers, got {text!r}") from None
-
-
-def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
-    """``["num_rounds=1", "sandbox=process"]`` -> ``{"num_rounds": 1, "sandbox": "process"}``.
-
-    Values are Python literals where they parse as one (numbers, booleans, lists), else strings.
-    """
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        key = key.strip()
-        if not sep or not key.isidentifier():
-            raise ConfigError(f"--env-arg expects KEY=VALUE, got {pair!r}")
-        try:
-            out[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            out[key] = value
-    return out
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -221,6 +221,22 @@ def check_device(device: str | None) -> None:
         raise ConfigError(f"device {device!r} is not available here; use --device cpu")
 
 
+def enable_checkpointing(model: Any, name: str, turn_off: str) -> None:
+    """Turn on ``model``'s non-reentrant activation (gradient) checkpointing.
+
+    ConfigError ``"<Model> does not support <name>: set <turn_off>"`` for a model without it.
+    """
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        raise ConfigError(f"{type(model).__name__} does not support {name}: set {turn_off}")
+    # Non-reentrant: it needs no input that requires grad (LoRA's embeddings are frozen).
+    kwargs = {"use_reentrant": False}
+    # transformers 5 renamed it (the old name warns); older versions have only the old one.
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
 def _resolve_dtype(dtype: Any, device: str) -> Any:
     import torch
 

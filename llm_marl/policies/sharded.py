@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llm_marl.errors import ConfigError
+from llm_marl.policies.hf import enable_checkpointing
 from llm_marl.tools.files import replace_dir
 
 if TYPE_CHECKING:
@@ -114,17 +115,7 @@ def shard_policy(
     mesh = DeviceMesh.from_group(group, device_type)
     base = policy._base
     if config.activation_checkpointing:
-        if not getattr(base, "supports_gradient_checkpointing", False):
-            raise ConfigError(
-                f"{type(base).__name__} does not support activation checkpointing: set "
-                "activation_checkpointing=False"
-            )
-        kwargs = {"use_reentrant": False}
-        # transformers 5 renamed it (the old name warns); older versions have only the old one.
-        if hasattr(base, "activation_checkpointing_enable"):
-            base.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-        else:
-            base.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        enable_checkpointing(base, "activation checkpointing", "activation_checkpointing=False")
     mp = (
         MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         if config.mixed_precision

@@ -44,6 +44,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from llm_marl.envs.registration import parse_env_args
 from llm_marl.errors import ConfigError, OneLineArgumentParser
 
 __all__ = ["BenchRun", "bench_algos", "bench_table", "main", "plot_curves"]
@@ -312,16 +313,6 @@ def _literal(value: str) -> Any:
         return value  # a plain string
 
 
-def _parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--env-arg expects KEY=VALUE, got {pair!r}")
-        out[key] = _literal(value)
-    return out
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = OneLineArgumentParser(
         prog="llm-marl bench",
@@ -376,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         preset=args.preset,
         steps=args.steps,
         eval_every=args.eval_every,
-        env_kwargs=_parse_env_args(args.env_arg),
+        env_kwargs=parse_env_args(args.env_arg),
         overrides=_parse_sets(args.set),
         workers=args.workers,
         progress=not args.no_progress,

@@ -368,18 +368,9 @@ def _checkpointing(model: Any, config: PoliciesConfig) -> None:
     """Turn on gradient checkpointing when the config asks for it."""
     if not config.gradient_checkpointing:
         return
-    if not getattr(model, "supports_gradient_checkpointing", False):
-        raise ConfigError(
-            f"{type(model).__name__} does not support gradient checkpointing: set "
-            "policies.gradient_checkpointing=false"
-        )
-    # Non-reentrant: it needs no input that requires grad (LoRA's embeddings are frozen).
-    kwargs = {"use_reentrant": False}
-    # transformers 5 renamed it (the old name warns); older versions have only the old one.
-    if hasattr(model, "activation_checkpointing_enable"):
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
-    else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    from llm_marl.policies.hf import enable_checkpointing
+
+    enable_checkpointing(model, "gradient checkpointing", "policies.gradient_checkpointing=false")
 
 
 def _reference(path: str, config: PoliciesConfig, device: str) -> Any:

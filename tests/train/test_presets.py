@@ -251,7 +251,7 @@ def test_every_agentpo_value_reaches_the_run(name):
 
 def test_no_preset_was_lost_or_added_silently():
     added = ["magrpo-coop-humaneval-clipped", "magrpo-humaneval", "toy-rounds"]  # issue 12
-    added.insert(1, "magrpo-coop-humaneval-comlrl-1.2")  # issue 24: tests/train/
+    added.insert(0, "magrpo-coop-humaneval-comlrl-1.2")  # issue 24: tests/train/
     added.insert(3, "magrpo-humaneval-comlrl-1.2")  # test_presets_comlrl.py
     added.append("toy-rounds-linear")  # the zoo's (tests/algos/test_zoo_registry.py)
     writing = ["magrpo-tldr", "magrpo-tldr-comlrl-1.2", "magrpo-arxiv", "magrpo-arxiv-comlrl-1.2"]

