@@ -61,6 +61,7 @@ from llm_marl.policies.base import Policy, SamplingParams
 from llm_marl.policies.factory import SPEC_FORMS, build_policy, parse_policy_spec
 from llm_marl.policies.quiet import quiet_transformers
 from llm_marl.rollout.judges import AnswerJudge, CodeExpert
+from llm_marl.rollout.tokenizers import with_agent_tokenizer
 from llm_marl.tools.search.cache import CACHE_MODES
 
 __all__ = ["FAMILIES", "main"]
@@ -234,6 +235,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 judge = build_policy(args.judge, device=args.device, dtype=args.dtype)
                 env_kwargs["judge"] = AnswerJudge(judge)
                 env_kwargs.setdefault("accuracy", "judge")
+        if family is SEARCH:
+            # The web-search envs bound tool output in the agents' tokens when told them.
+            env_kwargs = with_agent_tokenizer(SEARCH.env_for(list(specs)), policies, env_kwargs)
         report = family.evaluate(
             policies,
             split_names(args.benchmarks),

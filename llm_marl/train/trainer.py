@@ -32,6 +32,7 @@ from llm_marl.errors import ConfigError, DiskFullError, TrainingError
 from llm_marl.policies.base import Policy, SamplingParams, per_agent_sampling
 from llm_marl.rollout.collect import check_group_size, check_policies, check_share_frozen, play
 from llm_marl.rollout.cost import cost_metrics
+from llm_marl.rollout.tokenizers import with_agent_tokenizer
 from llm_marl.rollout.tree import as_episodes
 from llm_marl.rollout.types import Episode
 from llm_marl.tools.files import no_space
@@ -232,15 +233,21 @@ class Trainer:
             raise TypeError("env must be a registered env id or a zero-argument factory")
         if not isinstance(self.env, str) and self.config.env_kwargs:
             raise ValueError("env_kwargs only apply when env is a registered id")
+        self.env_kwargs: dict[str, Any] = dict(self.config.env_kwargs)
+        """What every env of the run is made with: ``config.env_kwargs``, plus the agents'
+        tokenizer for an env that takes ``tokenizer=`` and was given none (the web-search
+        envs bound tool output in its tokens; see :mod:`llm_marl.rollout.tokenizers`)."""
         probe = self._make_env()
         agents = list(probe.possible_agents)
         self.policies = check_policies(policies, agents)
+        if isinstance(self.env, str):
+            self.env_kwargs = with_agent_tokenizer(self.env, self.policies, self.env_kwargs)
         check_share_frozen(self.config.share_frozen, self.policies)  # early, before any rollout
         self.tasks = [dict(t) for t in (tasks if tasks is not None else _env_tasks(probe))]
         if not self.tasks:
             raise ValueError("no training tasks: pass tasks=[...] or use an env with .tasks")
         probe.close()
-        self.eval_env_kwargs = {**self.config.env_kwargs, **(self.config.eval_env_kwargs or {})}
+        self.eval_env_kwargs = {**self.env_kwargs, **(self.config.eval_env_kwargs or {})}
         self.eval_tasks = self._eval_tasks(eval_tasks)
         if self.config.group_size < algorithm.min_group_size:
             raise ValueError(
@@ -277,7 +284,7 @@ class Trainer:
         if isinstance(self.env, str):
             from llm_marl.envs.registration import make
 
-            return make(self.env, **(self.config.env_kwargs if env_kwargs is None else env_kwargs))
+            return make(self.env, **(self.env_kwargs if env_kwargs is None else env_kwargs))
         return self.env()
 
     def _eval_tasks(self, given: Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]]:
@@ -380,7 +387,7 @@ class Trainer:
         seed: int | None,
         env_kwargs: Mapping[str, Any] | None = None,
     ) -> list[Episode]:
-        kwargs = self.config.env_kwargs if env_kwargs is None else env_kwargs
+        kwargs = self.env_kwargs if env_kwargs is None else env_kwargs
         # group_size was validated where it entered: TrainerConfig, or evaluate's argument.
         return play(
             self.env,
@@ -578,7 +585,7 @@ class Trainer:
             group_size=cfg.group_size,
             sampling=self.sampling,
             seed=self.collect_seed(step),
-            env_kwargs=cfg.env_kwargs if isinstance(self.env, str) else None,
+            env_kwargs=self.env_kwargs if isinstance(self.env, str) else None,
             progress=False,
             max_workers=cfg.max_workers,
             # Only when set: an algorithm's own collect() need not know the option otherwise.

@@ -23,7 +23,8 @@ Observations and actions
     accepted too (:mod:`llm_marl.tools.calls`). Tool results come back as ``{"role": "tool"}``
     messages, cut to ``max_tool_output_chars`` characters (default 8 per token) and to
     ``max_tool_output_tokens`` tokens: the agent's tokenizer tokens when ``tokenizer=`` names
-    it (a tokenizer object, directory or hub id), else whitespace-separated words. Each field of
+    it (a tokenizer object, directory or hub id; the Trainer and ``llm-marl eval`` pass the
+    agents' own when none is set), else whitespace-separated words. Each field of
     a search result (title, URL, snippet) and a page's title are bounded on their own. The
     answer is the last ``\\boxed{...}`` of the final reply, else its last
     ``<answer>...</answer>``, else the whole reply.
