@@ -34,8 +34,16 @@ distribution vLLM samples from (``HFPolicy``'s own sampler reports untruncated o
 Seeds: ``SamplingParams.seed`` (or the policy's own generator) seeds torch's global generator
 around the call, restored afterwards, exactly as :class:`HFPolicy` does; vLLM draws the noise of
 every unseeded request from it. ``SamplingParams.request_seeds`` (set by ``collect``) gives
-each request vLLM's per-request ``seed`` instead. Runs are reproducible on one machine; the same seed gives
+each request vLLM's per-request ``seed`` instead; so does a tensor-parallel engine, whose ranks
+sample in worker processes that this process's generator does not reach (the call's seed is then
+drawn into one seed per request). Runs are reproducible on one machine; the same seed gives
 different samples under ``transformers`` and under vLLM.
+
+Tensor parallelism (``tensor_parallel_size=N``): the engine core stays in this process and its N
+ranks are vLLM worker processes; weight sync reaches every rank (``collective_rpc``; LoRA
+adapters are loaded by each rank from the saved directory). On CPU each rank is bound to its own
+share of this process's cores (:func:`cpu_thread_binding`), which vLLM otherwise refuses on a
+machine with fewer NUMA nodes than ranks.
 
 vLLM runs in this process: ``VLLM_ENABLE_V1_MULTIPROCESSING`` is set to ``0`` (an explicit
 other value is refused) because weight sync hands the engine tensors, not files. On CPU
@@ -75,7 +83,13 @@ from llm_marl.policies.chat import ChatTokenizer
 if TYPE_CHECKING:
     from llm_marl.policies.hf import HFPolicy
 
-__all__ = ["VLLMConfig", "VLLMPolicy", "check_tensor_parallel", "engine_kwargs"]
+__all__ = [
+    "VLLMConfig",
+    "VLLMPolicy",
+    "check_tensor_parallel",
+    "cpu_thread_binding",
+    "engine_kwargs",
+]
 
 _MULTIPROC_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
 _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -119,7 +133,9 @@ class VLLMConfig:
     """The engine's seed (its own generator; sampling seeds come per call, see the module)."""
     tensor_parallel_size: int = 1
     """GPUs the engine splits the model over (vLLM's tensor parallelism), for a model too large
-    for one: the attention heads must divide evenly, and that many GPUs must be visible."""
+    for one: the attention heads must divide evenly, and that many GPUs must be visible. On CPU
+    each rank is a worker process bound to its own share of this process's cores (see
+    :func:`cpu_thread_binding`)."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     """Any other ``vllm.LLM`` keyword argument; overrides the values derived above."""
 
@@ -190,6 +206,51 @@ def _process_state_kept() -> Iterator[None]:
         np.random.set_state(np_state)
         torch.set_num_threads = set_threads
         torch.set_num_threads(threads)
+
+
+_CPU_BIND_ENV = "VLLM_CPU_OMP_THREADS_BIND"
+
+
+def cpu_thread_binding(size: int, cpus: Sequence[int]) -> str:
+    """vLLM's ``VLLM_CPU_OMP_THREADS_BIND`` value giving each of ``size`` CPU workers its own
+    contiguous share of ``cpus`` (e.g. ``"0-3|4-7"``).
+
+    vLLM binds a CPU engine's tensor-parallel workers to NUMA nodes by itself and refuses when
+    there are fewer nodes than workers -- the common case (one node). Splitting the cores this
+    process may use keeps the workers from sharing a core, which is what the binding is for.
+    """
+    cores = sorted(cpus)
+    if len(cores) < size:
+        raise ConfigError(
+            f"tensor_parallel_size={size} on CPU needs a core per rank; this process may use "
+            f"{len(cores)} ({cores}). Lower tensor_parallel_size or set {_CPU_BIND_ENV}."
+        )
+    share, extra = divmod(len(cores), size)
+    groups, start = [], 0
+    for rank in range(size):
+        end = start + share + (rank < extra)
+        group = cores[start:end]
+        groups.append(",".join(str(c) for c in group))
+        start = end
+    return "|".join(groups)
+
+
+@contextlib.contextmanager
+def _cpu_workers_bound(size: int, cpu: bool) -> Iterator[None]:
+    """While an engine starts, bind its CPU tensor-parallel workers (unless the user did)."""
+    if not cpu or size == 1 or _CPU_BIND_ENV in os.environ:
+        yield
+        return
+    os.environ[_CPU_BIND_ENV] = cpu_thread_binding(size, sorted(os.sched_getaffinity(0)))
+    # vLLM caches its environment once an engine has started; an earlier engine in this
+    # process would hide the binding from this one (vLLM's own reset, as between its tests).
+    from vllm import envs
+
+    envs.disable_envs_cache()
+    try:
+        yield
+    finally:
+        del os.environ[_CPU_BIND_ENV]
 
 
 def _cuda_devices() -> list[int]:
@@ -374,7 +435,7 @@ class VLLMPolicy(ChatTokenPolicy):
         self._closed = False
 
         self._cpu = _on_cpu()
-        with _process_state_kept():
+        with _process_state_kept(), _cpu_workers_bound(self.config.tensor_parallel_size, self._cpu):
             self.llm = vllm.LLM(**self._engine_kwargs(ranks))
         self._release = _own_engine_teardown(self.llm)
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
@@ -618,11 +679,17 @@ class VLLMPolicy(ChatTokenPolicy):
         seed = call_seed(sampling, self._rng)
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
         per_request: Any = params
-        if sampling.request_seeds is not None:
+        request_seeds = sampling.request_seeds
+        if request_seeds is None and self.config.tensor_parallel_size > 1:
+            # Tensor-parallel ranks sample in worker processes, which this process's torch
+            # generator does not reach: the call's seed becomes one seed per request instead.
+            draw = random.Random(seed)
+            request_seeds = tuple(draw.getrandbits(62) for _ in prompts)
+        if request_seeds is not None:
             # vLLM seeds each request's own generator: a request's sample is its own whatever
             # else is in the batch.
             per_request = [params.clone() for _ in prompts]
-            for p, s in zip(per_request, sampling.request_seeds, strict=True):
+            for p, s in zip(per_request, request_seeds, strict=True):
                 p.seed = int(s)
         with self._lock, torch.random.fork_rng(devices=_cuda_devices()), self._threads():
             self._check_open()

@@ -1,8 +1,8 @@
 """``VLLMPolicy(tensor_parallel_size=N)``: the argument reaches vLLM's engine arguments, and
 sizes the model or the machine cannot take are refused before vLLM starts.
 
-Only the plumbing is tested here (no GPU, and vLLM is not needed: the checks run before it is
-imported); a real tensor-parallel engine needs N GPUs.
+Only the plumbing is tested here (vLLM is not needed: the checks run before it is imported); a
+real two-rank engine on CPU is tested in the vLLM job (``tests/vllm/test_vllm_policy.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,13 @@ import pytest
 
 from llm_marl.errors import ConfigError
 from llm_marl.policies import vllm as vllm_module
-from llm_marl.policies.vllm import VLLMConfig, VLLMPolicy, check_tensor_parallel, engine_kwargs
+from llm_marl.policies.vllm import (
+    VLLMConfig,
+    VLLMPolicy,
+    check_tensor_parallel,
+    cpu_thread_binding,
+    engine_kwargs,
+)
 
 
 def test_tensor_parallel_size_reaches_the_engine_arguments() -> None:
@@ -56,3 +62,23 @@ def test_a_vllm_spec_string_carries_the_size(tiny_lm_path, monkeypatch) -> None:
         build_policy(f"vllm:{tiny_lm_path},tensor_parallel_size=3")
     with pytest.raises(ConfigError, match="not a number"):
         build_policy(f"vllm:{tiny_lm_path},tensor_parallel_size=two")
+
+
+@pytest.mark.parametrize(
+    ("size", "cpus", "expected"),
+    [
+        (2, [0, 1], "0|1"),
+        (2, [3, 1, 2, 0], "0,1|2,3"),
+        (3, [0, 1, 2, 3, 4, 5, 6], "0,1,2|3,4|5,6"),
+        (2, [4, 9], "4|9"),
+    ],
+)
+def test_cpu_ranks_get_their_own_cores(size, cpus, expected):
+    assert cpu_thread_binding(size, cpus) == expected
+    groups = [set(g.split(",")) for g in expected.split("|")]
+    assert sum(map(len, groups)) == len(cpus) and len(set().union(*groups)) == len(cpus)
+
+
+def test_more_cpu_ranks_than_cores_is_one_line():
+    with pytest.raises(ConfigError, match="tensor_parallel_size=3 on CPU needs a core per rank"):
+        cpu_thread_binding(3, [0, 1])

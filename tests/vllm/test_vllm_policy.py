@@ -417,3 +417,32 @@ def test_collect_with_a_vllm_sampler_gives_trainer_consistent_logprobs(lm_path):
 
 def test_environment_variable_is_set_for_in_process_engines(frozen):
     assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+
+
+def test_tensor_parallel_engine_samples_and_syncs_like_one_rank(lm_path, frozen, reference):
+    """tensor_parallel_size=2 on CPU: two vLLM worker processes, each bound to its own core.
+    The same per-request seeds give the one-rank engine's tokens and log-probs; the call seed
+    alone reproduces too (it reaches the workers as per-request seeds); a full-weight sync
+    reaches both ranks."""
+    assert len(os.sched_getaffinity(0)) >= 2, "the CI machine has 2 cores"
+    policy = HFPolicy(lm_path, name="tp2", trainable=True, seed=0)
+    engine = VLLMPolicy.for_trainable(policy, config=_config(tensor_parallel_size=2))
+    try:
+        convs = _convs(4)
+        sampling = SamplingParams(
+            max_new_tokens=16, temperature=1.0, request_seeds=(11, 12, 13, 14)
+        )
+        one, two = frozen.generate(convs, sampling), engine.generate(convs, sampling)
+        assert [c.token_ids for c in two] == [c.token_ids for c in one]
+        assert _max_gap(reference, two, 1.0) < TOL
+        seeded = dataclasses.replace(sampling, request_seeds=None, seed=5)
+        first, again = engine.generate(convs, seeded), engine.generate(convs, seeded)
+        assert [c.token_ids for c in first] == [c.token_ids for c in again]
+        _train(policy)
+        stale = _max_gap(policy, policy.generate(convs, sampling), 1.0)
+        assert stale > DRIFT, f"vLLM followed the update without a sync ({stale})"
+        policy.after_update()
+        assert _max_gap(policy, policy.generate(convs, sampling), 1.0) < TOL
+    finally:
+        engine.close()
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in os.environ  # set only while the engine started
