@@ -99,10 +99,14 @@ import sys
 import time
 import types
 
-# Names for mypy only (local variable annotations are never evaluated): the harness imports
-# nothing at run time that it does not use.
+# Annotations: this source runs as `python3 -I -S -c` on any Python >= 3.8, so an annotation
+# that is not a plain builtin name is quoted (`list[int]`, `X | None` fail there when a function
+# is defined). `from __future__ import annotations` is not an option: the program is compiled
+# without `dont_inherit`, so the untrusted program would inherit PEP 563 string annotations.
+# The names below are for mypy only: the harness imports nothing at run time that it does not use.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 try:
@@ -166,20 +170,20 @@ _TAGS = (
 # --------------------------------------------------------------------------- framing
 
 
-def pack(obj):
+def pack(obj: object) -> bytes:
     """Frame ``obj`` as length-prefixed JSON bytes (ASCII only)."""
     data = json.dumps(obj, ensure_ascii=True, separators=(",", ":")).encode("ascii")
     return b"%010d\n" % len(data) + data
 
 
-def frame_size(head):
+def frame_size(head: bytes) -> int:
     """Body length announced by an ``HEADER_SIZE``-byte frame header."""
     if len(head) != HEADER_SIZE or head[-1:] != b"\n" or not head[:-1].isdigit():
         raise ValueError(f"malformed frame header {head!r}")
     return int(head[:-1])
 
 
-def read_exact(fd, n, deadline=None):
+def read_exact(fd: int, n: int, deadline: "float | None" = None) -> "bytes | None":
     """Read exactly ``n`` bytes from ``fd``; ``None`` on EOF before the first byte.
 
     With a ``deadline`` (``time.monotonic``), raises ``_Overrun`` when it passes first.
@@ -202,7 +206,7 @@ def read_exact(fd, n, deadline=None):
     return b"".join(chunks)
 
 
-def read_frame(fd, limit=MAX_FRAME, deadline=None):
+def read_frame(fd: int, limit: int = MAX_FRAME, deadline: "float | None" = None) -> "Any":
     """Read one framed JSON message from ``fd``; ``None`` on a clean EOF."""
     head = read_exact(fd, HEADER_SIZE, deadline)
     if head is None:
@@ -221,19 +225,19 @@ def read_frame(fd, limit=MAX_FRAME, deadline=None):
 _MAX_NUMBER_CHARS = 40
 
 
-def _wire_int(text):
+def _wire_int(text: str) -> int:
     if len(text) > _MAX_NUMBER_CHARS:
         raise ValueError("number too long on the wire")
     return int(text)
 
 
-def _wire_float(text):
+def _wire_float(text: str) -> float:
     if len(text) > _MAX_NUMBER_CHARS:
         raise ValueError("number too long on the wire")
     return float(text)
 
 
-def write_all(fd, data, deadline=None):
+def write_all(fd: int, data: bytes, deadline: "float | None" = None) -> None:
     """Write all of ``data``; with a ``deadline``, ``fd`` must be non-blocking and ``_Overrun``
     is raised when the reader does not take the data in time."""
     view = memoryview(data)
@@ -257,7 +261,7 @@ def write_all(fd, data, deadline=None):
 # --------------------------------------------------------------------------- value codec
 
 
-def encode_value(value, _depth=0):
+def encode_value(value: "Any", _depth: int = 0) -> "Any":
     """Encode a plain-data value as tagged JSON.
 
     Raises ``TypeError`` for anything that is not plain data (functions, class instances, ...),
@@ -357,17 +361,17 @@ class _Clock:
 
     __slots__ = ("deadline", "count")
 
-    def __init__(self, deadline):
+    def __init__(self, deadline: float) -> None:
         self.deadline = deadline
         self.count = 0
 
-    def tick(self):
+    def tick(self) -> None:
         self.count += 1
         if self.count % _CLOCK_EVERY == 0 and time.monotonic() > self.deadline:
             raise _Overrun()
 
 
-def _check_hashes(keys):
+def _check_hashes(keys: "list[Any]") -> "list[Any]":
     """Refuse keys built to collide (many distinct keys with one hash): decoding stays linear."""
     if len(keys) <= MAX_SAME_HASH:
         return keys
@@ -381,7 +385,7 @@ def _check_hashes(keys):
     return keys
 
 
-def _fraction(numerator, denominator):
+def _fraction(numerator: int, denominator: int) -> "Any":
     """A Fraction from the wire without the gcd (quadratic in the size of huge integers): a
     value that is not in lowest terms only compares unequal, as it would be wrong anyway."""
     import fractions
@@ -394,7 +398,7 @@ def _fraction(numerator, denominator):
     return fractions.Fraction(numerator, denominator, _normalize=False)  # type: ignore[call-overload]
 
 
-def decode_value(data, _depth=0, clock=None):
+def decode_value(data: "Any", _depth: int = 0, clock: "_Clock | None" = None) -> "Any":
     """Inverse of :func:`encode_value`; builds only plain built-in values.
 
     Linear in the size of ``data``: dict and set keys that share a hash beyond
@@ -458,7 +462,7 @@ def decode_value(data, _depth=0, clock=None):
 # --------------------------------------------------------------------------- small helpers
 
 
-def _prctl(option, arg):
+def _prctl(option: int, arg: int) -> bool:
     try:
         import ctypes
 
@@ -468,7 +472,7 @@ def _prctl(option, arg):
         return False
 
 
-def _safe_text(exc):
+def _safe_text(exc: BaseException) -> str:
     """``"TypeName: message"`` without trusting the exception object to behave."""
     try:
         name = type(exc).__name__
@@ -482,7 +486,7 @@ def _safe_text(exc):
     return text[:MAX_ERROR_CHARS]
 
 
-def _format_traceback(exc, skip_frames=1):
+def _format_traceback(exc: BaseException, skip_frames: int = 1) -> str:
     """Format ``exc`` like the interpreter would, hiding the harness's own frames."""
     try:
         import traceback
@@ -499,11 +503,11 @@ def _format_traceback(exc, skip_frames=1):
     return text
 
 
-def _apply_limits(limits, nproc_rlimit, cpu_seconds):
+def _apply_limits(limits: "dict[str, Any]", nproc_rlimit: bool, cpu_seconds: float) -> None:
     if resource is None:
         return
 
-    def lower(res, value):
+    def lower(res: int, value: "float | None") -> None:
         if value is None or value <= 0:
             return
         value = int(value)
@@ -540,7 +544,7 @@ _DIR_FLAGS = (
 )
 
 
-def wipe_tree(path, max_entries=None, deadline=None):
+def wipe_tree(path: str, max_entries: "int | None" = None, deadline: "float | None" = None) -> bool:
     """Empty the directory ``path`` (kept itself); True when it is empty afterwards.
 
     Works relative to directory descriptors (``openat``/``unlinkat``), iteratively: no recursion
@@ -668,7 +672,7 @@ _BUFFER_OPTS = (7, 8, 32, 33)  # SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUF
 _F_SETPIPE_SZ = 1031
 
 
-def _seccomp_program(no_fork):
+def _seccomp_program(no_fork: bool) -> "list[tuple[int, int, int, int]] | None":
     """The job's system-call filter as a list of ``(code, jt, jf, k)`` BPF instructions.
 
     Always: no new namespaces or mounts (a private tmpfs or user namespace would hold memory
@@ -686,7 +690,7 @@ def _seccomp_program(no_fork):
     ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     allow = 0x7FFF0000
 
-    def errno(code):
+    def errno(code: int) -> int:
         return 0x00050000 | code
 
     eperm, eagain, eacces, enosys = errno(1), errno(11), errno(13), errno(38)
@@ -744,7 +748,7 @@ def _seccomp_program(no_fork):
     return prog + [(ret, 0, 0, allow)]
 
 
-def _guard_program(pids):
+def _guard_program(pids: "tuple[int, ...]") -> "list[tuple[int, int, int, int]] | None":
     """A second filter, made per job: no signal may reach ``pids`` (the test runner and the
     supervisor), by pid, by process group, or through ``kill(-1)``; no pidfd may be opened on
     them and no signal is sent through a pidfd.  A stopped or killed test runner could otherwise
@@ -771,7 +775,9 @@ def _guard_program(pids):
 class _Filter:
     """A job filter built once (in the supervisor) and installed in each job's P cheaply."""
 
-    def __init__(self, no_fork, program=None):
+    def __init__(
+        self, no_fork: bool, program: "list[tuple[int, int, int, int]] | None" = None
+    ) -> None:
         import ctypes
         import struct
 
@@ -789,7 +795,7 @@ class _Filter:
         self._byref = ctypes.byref
         self._prctl = ctypes.CDLL(None, use_errno=True).prctl
 
-    def install(self):
+    def install(self) -> bool:
         """Install the filter in this process; True on success."""
         if self._prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
             return False
@@ -799,7 +805,7 @@ class _Filter:
 _filters: dict = {}
 
 
-def install_seccomp(no_fork, guarded=()):
+def install_seccomp(no_fork: bool, guarded: "tuple[int, ...]" = ()) -> bool:
     """Install the job filter (:func:`_seccomp_program`) in this process, and with ``guarded``
     pids the signal guard (:func:`_guard_program`) on top; True on success."""
     try:
@@ -814,7 +820,7 @@ def install_seccomp(no_fork, guarded=()):
         return False
 
 
-def _probe_seccomp(no_fork):
+def _probe_seccomp(no_fork: bool) -> bool:
     """Whether the filter installs and holds here (checked once, in a throw-away child).
 
     Builds the filter in this process first, so that forked jobs only install it.
@@ -847,7 +853,15 @@ def _probe_seccomp(no_fork):
 # --------------------------------------------------------------------------- children
 
 
-def _child_common(jobdir, limits, nproc_rlimit, fds, stdin_fd, signals, cpu_seconds):
+def _child_common(
+    jobdir: str,
+    limits: "dict[str, Any]",
+    nproc_rlimit: bool,
+    fds: "dict[int, int]",
+    stdin_fd: int,
+    signals: "dict[Any, Any]",
+    cpu_seconds: float,
+) -> None:
     """Plumbing shared by P and R right after fork: fds, session, cwd, rlimits, stdio, signals."""
     os.setsid()
     # Move the descriptors the child keeps onto fixed numbers, then close everything else
@@ -883,13 +897,13 @@ def _child_common(jobdir, limits, nproc_rlimit, fds, stdin_fd, signals, cpu_seco
     sys.argv = ["main.py"]
 
 
-def _flush_stdio():
+def _flush_stdio() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(BaseException):
             stream.flush()
 
 
-def _program_module(name, path):
+def _program_module(name: str, path: str) -> "Any":
     """The module the program runs as; its source file was written by the supervisor."""
     module = types.ModuleType(name)
     module.__file__ = path
@@ -898,11 +912,11 @@ def _program_module(name, path):
     return module
 
 
-def program_file_name(mode):
+def program_file_name(mode: str) -> str:
     return "main.py" if mode == "run" else "solution.py"
 
 
-def _install_job_filter(seccomp, guarded=()):
+def _install_job_filter(seccomp: "str | None", guarded: "tuple[int, ...]" = ()) -> None:
     """Install the job's system-call filter (with the signal guard of ``guarded`` pids); exit
     rather than run without a promised one."""
     if seccomp is not None and not install_seccomp(seccomp == "no-fork", guarded):
@@ -912,7 +926,9 @@ def _install_job_filter(seccomp, guarded=()):
         os._exit(71)
 
 
-def _program_main(job, jobdir, seccomp, guarded=()):
+def _program_main(
+    job: "dict[str, Any]", jobdir: str, seccomp: "str | None", guarded: "tuple[int, ...]" = ()
+) -> None:
     """P: run the untrusted program, then (test mode) serve R's calls.  Never returns."""
     mode = job["mode"]
     source = job["program"]
@@ -939,7 +955,9 @@ def _program_main(job, jobdir, seccomp, guarded=()):
     _load_and_serve(ns, lambda: exec(compile(source, module.__file__, "exec"), ns), 2)
 
 
-def _load_and_serve(ns, load, harness_frames):
+def _load_and_serve(
+    ns: "dict[str, Any]", load: "Callable[[], object]", harness_frames: int
+) -> None:
     """Run ``load()`` (program code into ``ns``), tell the caller the names it defined or why it
     failed (hiding the ``harness_frames`` outermost frames of the traceback), then answer the
     caller's calls.  Never returns."""
@@ -955,7 +973,9 @@ def _load_and_serve(ns, load, harness_frames):
     _serve(ns)
 
 
-def _owner_main(job, jobdir, seccomp, guarded=()):
+def _owner_main(
+    job: "dict[str, Any]", jobdir: str, seccomp: "str | None", guarded: "tuple[int, ...]" = ()
+) -> None:
     """O: the entry point's author's code, in a process no other author's code ever ran in.
 
     A team program (``job["owner"]``) has a trusted shared part (the task's imports and given
@@ -988,7 +1008,7 @@ def _owner_main(job, jobdir, seccomp, guarded=()):
     path = module.__file__  # P wrote the whole program there
     ns = module.__dict__
 
-    def load():
+    def load() -> None:
         import builtins
 
         _exec_at(owner["shared"], int(owner["shared_line"]), path, ns)
@@ -1012,14 +1032,14 @@ def _owner_main(job, jobdir, seccomp, guarded=()):
     _load_and_serve(ns, load, 3)
 
 
-def _exec_at(source, first_line, path, ns):
+def _exec_at(source: str, first_line: int, path: str, ns: "dict[str, Any]") -> None:
     """Run ``source`` as lines ``first_line``... of ``path`` (tracebacks match the whole file)."""
     if source:
         code = compile("\n" * (first_line - 1) + source, path, "exec", dont_inherit=True)
         exec(code, ns)
 
 
-def _serve(ns):
+def _serve(ns: "dict[str, Any]") -> None:
     """Answer calls to the functions of ``ns`` until the caller closes the channel."""
     while True:
         try:
@@ -1048,7 +1068,7 @@ def _serve(ns):
     os._exit(0)
 
 
-def _exit_code(exc):
+def _exit_code(exc: SystemExit) -> int:
     code = exc.code
     if code is None:
         return 0
@@ -1059,11 +1079,11 @@ def _exit_code(exc):
     return 1
 
 
-def _send_rpc(obj):
+def _send_rpc(obj: object) -> None:
     write_all(FD_RPC_OUT, pack(obj))
 
 
-def _manifest(ns):
+def _manifest(ns: "dict[str, Any]") -> "dict[str, Any]":
     """Describe the program's globals for R: callables, modules, small plain values."""
     out = {}
     for name, value in list(ns.items()):
@@ -1081,7 +1101,7 @@ def _manifest(ns):
     return out
 
 
-def _small(value, budget):
+def _small(value: object, budget: int) -> bool:
     """True when ``value`` holds at most ``budget`` items in all (cheap to ship to the tests);
     a program's big precomputed tables stay where they are."""
     stack = [value]
@@ -1122,8 +1142,8 @@ class _ProgramConnection:
     hands R the pipes of a freshly loaded P.
     """
 
-    def __init__(self, limits):
-        self.dead = None
+    def __init__(self, limits: "dict[str, Any]") -> None:
+        self.dead: str | None = None
         self.load_timeout = float(limits.get("timeout", 10.0))
         self.test_timeout = float(limits.get("test_timeout", 10.0))
         self.max_timeouts = int(limits.get("max_timeouts", 3))
@@ -1135,16 +1155,16 @@ class _ProgramConnection:
         self.needs_restart = False
         self.started = time.monotonic()
 
-    def suite_seconds(self):
+    def suite_seconds(self) -> float:
         """Seconds the tests' own code has taken so far (wall time minus the program's)."""
         return time.monotonic() - self.started - self.program_seconds
 
-    def _charge(self, since):
+    def _charge(self, since: float) -> None:
         spent = time.monotonic() - since
         self.used += spent
         self.program_seconds += spent
 
-    def first_frame(self):
+    def first_frame(self) -> "Any":
         """P's first message ("loaded" or not), within the load budget."""
         since = time.monotonic()
         deadline = since + self.load_timeout
@@ -1160,7 +1180,7 @@ class _ProgramConnection:
         finally:
             self.program_seconds += time.monotonic() - since
 
-    def call(self, name, args, kwargs):
+    def call(self, name: str, args: "tuple[Any, ...]", kwargs: "dict[str, Any]") -> "Any":
         if self.timed_out:
             raise ProgramTimeout(f"time limit exceeded ({self.test_timeout:g} s per test)")
         if self.needs_restart and not self.dead:
@@ -1195,14 +1215,14 @@ class _ProgramConnection:
             return value
         raise _rebuild_exception(str(reply.get("exc", "Exception")), str(reply.get("error", "")))
 
-    def end_test(self):
+    def end_test(self) -> bool:
         """Called after each scored test: True when that test ran out of time."""
         timed_out = self.timed_out
         self.used = 0.0
         self.timed_out = False
         return timed_out
 
-    def _restart(self):
+    def _restart(self) -> None:
         """Take over the pipes of the fresh P the supervisor started, and wait for it to load."""
         self.needs_restart = False
         _ask_supervisor(b"P")
@@ -1221,7 +1241,7 @@ class _ProgramConnection:
             self.dead = "the program failed to load again after a timeout"
 
 
-def _decode_reply(reply, deadline):
+def _decode_reply(reply: object, deadline: float) -> "Any":
     """The value of an ``ok`` reply, decoded before ``deadline`` (else ``_Overrun``)."""
     if isinstance(reply, dict) and "ok" in reply:
         return decode_value(reply["ok"], clock=_Clock(deadline))
@@ -1235,10 +1255,10 @@ class _PartnerConnection:
     bounds; when that deadline passes the supervisor kills O and P together.
     """
 
-    def __init__(self):
-        self.dead = None
+    def __init__(self) -> None:
+        self.dead: str | None = None
 
-    def call(self, name, args, kwargs):
+    def call(self, name: str, args: "tuple[Any, ...]", kwargs: "dict[str, Any]") -> "Any":
         if self.dead:
             raise ProgramError(self.dead)
         request = pack({"name": name, "args": encode_value(args), "kwargs": encode_value(kwargs)})
@@ -1260,7 +1280,7 @@ class _Overrun(Exception):
     """A deadline passed while talking to P."""
 
 
-def _wait_readable(fd, deadline):
+def _wait_readable(fd: int, deadline: float) -> bool:
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -1272,12 +1292,12 @@ def _wait_readable(fd, deadline):
         return bool(readable)
 
 
-def _ask_supervisor(message):
+def _ask_supervisor(message: bytes) -> None:
     with contextlib.suppress(OSError):
         os.write(FD_CTL, message)
 
 
-def _receive_fds(count, deadline):
+def _receive_fds(count: int, deadline: float) -> "list[int] | None":
     """``count`` descriptors the supervisor sends on the control socket, or None."""
     import array
     import socket
@@ -1315,7 +1335,7 @@ _NOT_REBUILT = (
 )
 
 
-def _rebuild_exception(name, text):
+def _rebuild_exception(name: str, text: str) -> BaseException:
     import builtins
 
     prefix = name + ": "
@@ -1334,18 +1354,18 @@ class _RemoteFunction:
 
     __slots__ = ("_name", "_conn")
 
-    def __init__(self, name, conn):
+    def __init__(self, name: str, conn: "_ProgramConnection | _PartnerConnection") -> None:
         self._name = name
         self._conn = conn
 
     @property
-    def __name__(self):
+    def __name__(self) -> str:
         return self._name
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: "Any", **kwargs: "Any") -> "Any":
         return self._conn.call(self._name, args, kwargs)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<function {self._name} (runs in the sandboxed program)>"
 
 
@@ -1355,12 +1375,12 @@ MAX_MANIFEST_NODES = 200_000
 _DEFAULT_INT_DIGITS = 4300
 
 
-def _tests_int_digits():
+def _tests_int_digits() -> None:
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(_DEFAULT_INT_DIGITS)
 
 
-def _compile_test(source, filename):
+def _compile_test(source: str, filename: str) -> types.CodeType:
     """Compile trusted test code; its own literals may be longer than the bound in force."""
     if not hasattr(sys, "set_int_max_str_digits"):
         return compile(source, filename, "exec", dont_inherit=True, optimize=0)
@@ -1378,14 +1398,14 @@ class _SentinelWatch(_RemoteFunction):
 
     __slots__ = ("_sentinel", "calls", "hits", "digest")
 
-    def __init__(self, proxy, sentinel):
+    def __init__(self, proxy: "_RemoteFunction", sentinel: object) -> None:
         super().__init__(proxy._name, proxy._conn)
         self._sentinel = sentinel
         self.calls = 0
         self.hits = 0
         self.digest = 0
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: "Any", **kwargs: "Any") -> "Any":
         import zlib
 
         self.calls += 1
@@ -1400,7 +1420,7 @@ class _SentinelWatch(_RemoteFunction):
         return value
 
 
-def _fingerprint(value, depth=0):
+def _fingerprint(value: "Any", depth: int = 0) -> int:
     """A CRC-32 of a decoded value that is equal for equal values in any process (no salted
     hashes), linear in its size; unordered containers combine their items' fingerprints."""
     import zlib
@@ -1429,7 +1449,9 @@ def _fingerprint(value, depth=0):
     return zlib.crc32(name)  # iterators (not consumed), fractions, decimals, ranges: by type
 
 
-def _runner_main(tests_len, clean_builtins, limits):
+def _runner_main(
+    tests_len: int, clean_builtins: "dict[str, Any]", limits: "dict[str, Any]"
+) -> None:
     """R: read the tests from the host channel, wait for P, run the tests.  Never returns.
 
     Time rules (``Limits``): the program's module-level code gets ``timeout`` seconds; each
@@ -1438,7 +1460,7 @@ def _runner_main(tests_len, clean_builtins, limits):
     are not run; the test code's own time is counted apart (``suite_timeout``).
     """
 
-    def emit(kind, index=0, ok=True, error="", etype=""):
+    def emit(kind: str, index: int = 0, ok: bool = True, error: str = "", etype: str = "") -> None:
         line = json.dumps({"k": kind, "i": index, "ok": bool(ok), "err": error, "et": etype})
         write_all(FD_AUX, (line + "\n").encode("ascii"))
 
@@ -1522,7 +1544,7 @@ def _runner_main(tests_len, clean_builtins, limits):
     if isinstance(sentinel, str) and isinstance(candidate, _RemoteFunction):
         watch = candidate = ns[entry_point] = _SentinelWatch(candidate, sentinel)
 
-    def record(index, exc):
+    def record(index: int, exc: "BaseException | None") -> None:
         if conn.end_test():  # whatever the test code made of it, the test ran out of time
             emit("T", index, ok=False, error=f"time limit exceeded ({conn.test_timeout:g} s "
                  f"per test)", etype=PROGRAM_TIMEOUT)  # fmt: skip
@@ -1590,7 +1612,7 @@ class _Infra(Exception):
     """The sandbox itself failed before the program ran (no verdict on the program)."""
 
 
-def job_seconds(limits, n_tests):
+def job_seconds(limits: "dict[str, Any]", n_tests: "int | None") -> float:
     """Same bound as ``Limits.job_seconds`` on the host: the longest a job may legitimately take."""
     timeout = float(limits.get("timeout", 10.0))
     if n_tests is None:
@@ -1619,7 +1641,14 @@ RUNNER_POLL_SECONDS = 0.05
 
 
 class Supervisor:
-    def __init__(self, scratch, wipe, nproc_rlimit, seccomp, signals):
+    def __init__(
+        self,
+        scratch: str,
+        wipe: "list[str]",
+        nproc_rlimit: bool,
+        seccomp: "str | None",
+        signals: "dict[Any, Any]",
+    ) -> None:
         self.scratch = scratch
         self.wipe = wipe
         self.nproc_rlimit = nproc_rlimit
@@ -1652,7 +1681,7 @@ class Supervisor:
         self.clean_builtins = dict(builtins.__dict__)
 
     # -- host channel
-    def hello(self):
+    def hello(self) -> "dict[str, Any]":
         return {
             "type": "hello",
             "protocol": PROTOCOL_VERSION,
@@ -1664,7 +1693,7 @@ class Supervisor:
             "uid": os.getuid(),
         }
 
-    def serve(self):
+    def serve(self) -> None:
         write_all(1, pack(self.hello()))
         while True:
             job = read_frame(0)
@@ -1690,7 +1719,7 @@ class Supervisor:
             write_all(1, pack(reply))
 
     # -- one job
-    def _prepare(self, job, jobdir, tests_len):
+    def _prepare(self, job: "dict[str, Any]", jobdir: str, tests_len: int) -> None:
         """Make the job's working directory and write the program into it.
 
         Anything failing here is the sandbox's fault (the scratch was verified empty after the
@@ -1709,7 +1738,7 @@ class Supervisor:
                     read_exact(0, tests_len)  # consume the tests: keep the channel in step
             raise _Infra(f"could not write the program into the sandbox ({e})") from e
 
-    def run_job(self, job):
+    def run_job(self, job: "dict[str, Any]") -> "dict[str, Any]":
         limits = job.get("limits", {})
         mode = job["mode"]
         tests_len = int(job.get("tests_len", 0))
@@ -1789,7 +1818,7 @@ class Supervisor:
                         fds.close(fd)
                 watch = job_state["program"]
 
-            def control(request):
+            def control(request: bytes) -> None:
                 """R's requests: ``X`` kill the runaway program now; ``P`` start a fresh one."""
                 if b"X" in request:
                     self._kill_all_but(job_state["runner"])
@@ -1876,7 +1905,7 @@ class Supervisor:
         facts["type"] = "result"
         return facts
 
-    def _leftovers(self):
+    def _leftovers(self) -> "str | None":
         """Empty the scratch space and check that the job left nothing behind; the reason to
         retire this worker, or None.  A retired worker's scratch tmpfs and IPC namespace die
         with it, so the next job always starts clean."""
@@ -1923,8 +1952,18 @@ class Supervisor:
         return None
 
     def _fork_program(
-        self, job, jobdir, limits, seconds, out_w, err_w, devnull, req_r, resp_w, runner
-    ):
+        self,
+        job: "dict[str, Any]",
+        jobdir: str,
+        limits: "dict[str, Any]",
+        seconds: float,
+        out_w: int,
+        err_w: int,
+        devnull: int,
+        req_r: int,
+        resp_w: int,
+        runner: "int | None",
+    ) -> "dict[str, int]":
         """Start what answers R on ``req_r``/``resp_w``: P, or for a team program O in front of
         P (see :func:`_owner_main`).  Returns the new pids by role."""
         streams = {1: out_w, 2: err_w, FD_AUX: devnull}
@@ -1932,7 +1971,7 @@ class Supervisor:
         # Neither the test runner nor the supervisor may be signalled by the job.
         guarded = tuple(p for p in (os.getpid(), runner) if p)
 
-        def fork(main, channels):
+        def fork(main: "Callable[..., None]", channels: "dict[int, int]") -> int:
             """One role: ``main`` with the job's streams and its own RPC descriptors."""
             return self._fork(
                 lambda: main(job, jobdir, self.seccomp, guarded),
@@ -1963,7 +2002,7 @@ class Supervisor:
                     os.close(fd)
         return {"program": program, "owner": owner}
 
-    def _stdin_fd(self, data, jobdir, devnull, fds):
+    def _stdin_fd(self, data: str, jobdir: str, devnull: int, fds: "_FdSet") -> int:
         if not data:
             return devnull
         path = os.path.join(jobdir, ".stdin")
@@ -1976,7 +2015,15 @@ class Supervisor:
             raise _Infra(f"could not write the job's stdin into the sandbox ({e})") from e
         return fd
 
-    def _fork(self, body, jobdir, limits, fds, stdin_fd, seconds):
+    def _fork(
+        self,
+        body: "Callable[[], None]",
+        jobdir: str,
+        limits: "dict[str, Any]",
+        fds: "dict[int, int]",
+        stdin_fd: int,
+        seconds: float,
+    ) -> int:
         pid = os.fork()
         if pid == 0:
             try:
@@ -1989,7 +2036,7 @@ class Supervisor:
             os._exit(70)
         return pid
 
-    def _await_ready(self, aux_r, deadline):
+    def _await_ready(self, aux_r: int, deadline: float) -> "tuple[bool, bytes]":
         """Wait for R's ``R`` record, i.e. R has consumed the tests from the host channel."""
         buf = b""
         limit = max(deadline, time.monotonic() + 30.0)
@@ -2011,8 +2058,18 @@ class Supervisor:
             return False, b""
 
     def _collect(
-        self, limits, deadline, out_r, err_r, aux_r, watch, pending, ctl, control, is_runner
-    ):
+        self,
+        limits: "dict[str, Any]",
+        deadline: float,
+        out_r: int,
+        err_r: int,
+        aux_r: int,
+        watch: int,
+        pending: bytes,
+        ctl: "Any",
+        control: "Callable[[bytes], None]",
+        is_runner: bool,
+    ) -> "tuple[dict[str, Any], _Streams]":
         cap = int(limits.get("output_bytes", 1 << 20))
         streams = _Streams({out_r: cap, err_r: cap, aux_r: 16 << 20})
         streams.feed(aux_r, pending)
@@ -2093,14 +2150,14 @@ class Supervisor:
         finally:
             if pidfd is not None:
                 os.close(pidfd)
-        facts = {"timed_out": timed_out, "output_exceeded": exceeded}
+        facts: dict[str, Any] = {"timed_out": timed_out, "output_exceeded": exceeded}
         if runner_stopped:
             facts["runner_stopped"] = True
         if too_many_files:
             facts["files_exceeded"] = SCRATCH_MAX_INODES
         return facts, streams
 
-    def _kill_all_but(self, spare):
+    def _kill_all_but(self, spare: "int | None") -> None:
         """Kill every process of the job except ``spare`` (the test runner) and reap them."""
         for _ in range(10000):
             if self.pid1:
@@ -2118,7 +2175,7 @@ class Supervisor:
                     _waitpid_nohang(pid)
             time.sleep(0.0005)
 
-    def _sweep(self):
+    def _sweep(self) -> "tuple[dict[int, int], bool]":
         """Kill every process the job created and reap them.
 
         Returns the exit statuses by pid, and whether no job process is left.
@@ -2147,7 +2204,7 @@ class Supervisor:
 MQUEUE_DIR = "/dev/mqueue"
 
 
-def _process_state():
+def _process_state() -> "dict[str, Any]":
     """The supervisor's own state that every job inherits: resource limits, niceness,
     scheduling policy and priority, CPU affinity."""
     state: dict[str, Any] = {}
@@ -2168,7 +2225,7 @@ def _process_state():
     return state
 
 
-def _restore_state(baseline):
+def _restore_state(baseline: "dict[str, Any]") -> "list[str]":
     """Put back what a job changed of the supervisor's state (where an unprivileged process
     can: lowered limits and a raised niceness usually cannot be undone); the keys still
     different afterwards."""
@@ -2190,7 +2247,7 @@ def _restore_state(baseline):
     return sorted(k for k in baseline if current.get(k) != baseline[k])
 
 
-def _abstract_sockets():
+def _abstract_sockets() -> "set[str]":
     """Names of the abstract unix sockets of this network namespace (``/proc/net/unix``)."""
     names: set[str] = set()
     try:
@@ -2205,7 +2262,7 @@ def _abstract_sockets():
     return names
 
 
-def _send_fds(sock, fds):
+def _send_fds(sock: "Any", fds: "list[int]") -> None:
     """Pass ``fds`` to R (``N``), or tell it that there are none (``F``)."""
     import array
     import socket
@@ -2216,11 +2273,11 @@ def _send_fds(sock, fds):
     sock.sendmsg([b"N"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
 
 
-def _all_pids():
+def _all_pids() -> "list[int]":
     return [int(p) for p in os.listdir("/proc") if p.isdigit()]
 
 
-def _used_inodes(path):
+def _used_inodes(path: str) -> int:
     try:
         st = os.statvfs(path)
     except OSError:
@@ -2228,7 +2285,7 @@ def _used_inodes(path):
     return st.f_files - st.f_ffree
 
 
-def _used_bytes(path):
+def _used_bytes(path: str) -> int:
     try:
         st = os.statvfs(path)
     except OSError:
@@ -2243,25 +2300,25 @@ class _Fatal(Exception):
 class _FdSet:
     """The descriptors one job opened, so that each is closed exactly once."""
 
-    def __init__(self):
-        self.open = set()
+    def __init__(self) -> None:
+        self.open: set[int] = set()
 
-    def add(self, fd):
+    def add(self, fd: int) -> int:
         self.open.add(fd)
         return fd
 
-    def pipe(self):
+    def pipe(self) -> "tuple[int, int]":
         r, w = os.pipe()
         self.open.update((r, w))
         return r, w
 
-    def close(self, fd):
+    def close(self, fd: int) -> None:
         if fd in self.open:
             self.open.discard(fd)
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-    def close_all(self):
+    def close_all(self) -> None:
         for fd in list(self.open):
             self.close(fd)
 
@@ -2269,12 +2326,12 @@ class _FdSet:
 class _Streams:
     """Captured output with a per-stream byte cap (the excess is counted, not kept)."""
 
-    def __init__(self, caps):
+    def __init__(self, caps: "dict[int, int]") -> None:
         self.caps = caps
         self.data = {fd: bytearray() for fd in caps}
         self.totals = {fd: 0 for fd in caps}
 
-    def feed(self, fd, chunk):
+    def feed(self, fd: int, chunk: bytes) -> None:
         if not chunk:
             return
         self.totals[fd] += len(chunk)
@@ -2282,13 +2339,13 @@ class _Streams:
         if room > 0:
             self.data[fd] += chunk[:room]
 
-    def exceeded(self, names):
+    def exceeded(self, names: "dict[int, str]") -> "str | None":
         for fd, name in names.items():
             if self.totals[fd] > self.caps[fd]:
                 return name
         return None
 
-    def drain(self, fd, max_bytes=64 << 20):
+    def drain(self, fd: int, max_bytes: int = 64 << 20) -> None:
         """Read what is left without blocking (a stray writer must not hang us)."""
         try:
             os.set_blocking(fd, False)
@@ -2307,7 +2364,7 @@ class _Streams:
             read += len(chunk)
             self.feed(fd, chunk)
 
-    def decoded(self, out_r, err_r, aux_r):
+    def decoded(self, out_r: int, err_r: int, aux_r: int) -> "dict[str, Any]":
         return {
             "stdout": bytes(self.data[out_r]).decode("utf-8", "replace"),
             "stderr": bytes(self.data[err_r]).decode("utf-8", "replace"),
@@ -2317,7 +2374,7 @@ class _Streams:
         }
 
 
-def _is_stopped(pid):
+def _is_stopped(pid: int) -> bool:
     """True when ``pid`` is stopped (a stop signal) or traced, per ``/proc/<pid>/stat``."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -2328,7 +2385,7 @@ def _is_stopped(pid):
     return state in ([b"T"], [b"t"])
 
 
-def _has_exited(pid):
+def _has_exited(pid: int) -> bool:
     """True once ``pid`` has terminated, without reaping it."""
     try:
         info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -2337,14 +2394,14 @@ def _has_exited(pid):
     return info is not None
 
 
-def _waitpid_nohang(pid):
+def _waitpid_nohang(pid: int) -> "tuple[int, int | None]":
     try:
         return os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         return 0, None
 
 
-def _reap_all(statuses):
+def _reap_all(statuses: "dict[int, int]") -> bool:
     """Reap every exited child; return True while children remain."""
     while True:
         try:
@@ -2356,7 +2413,7 @@ def _reap_all(statuses):
         statuses[pid] = status
 
 
-def _child_pids():
+def _child_pids() -> "list[int]":
     me = str(os.getpid())
     try:
         with open(f"/proc/self/task/{me}/children") as f:
@@ -2377,7 +2434,7 @@ def _child_pids():
     return pids
 
 
-def _describe_status(status):
+def _describe_status(status: "int | None") -> "dict[str, Any] | None":
     if status is None:
         return None
     if os.WIFEXITED(status):
@@ -2424,7 +2481,7 @@ _WARM_MODULES = (
 )
 
 
-def _ignore_signals():
+def _ignore_signals() -> "dict[Any, Any]":
     """Ignore every signal a job could send the supervisor; return the previous dispositions.
 
     As PID 1 of its namespace the kernel already drops signals that have no handler, but the
@@ -2447,7 +2504,7 @@ def _ignore_signals():
     return previous
 
 
-def main(argv):
+def main(argv: "list[str]") -> "Any":
     scratch = None
     wipe = []
     nproc_rlimit = True
