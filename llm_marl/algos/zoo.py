@@ -82,7 +82,19 @@ class ZooConfig(PGConfig):
 
 
 @dataclass
-class ATGRPOConfig(ZooConfig):
+class _ScaledConfig(ZooConfig):
+    """AT-GRPO's and Dr. MAS's GRPO-style scaling of group advantages (checked here)."""
+
+    scale: Scale = "std"
+    """``std``: ``(R - mean) / (std + 1e-6)``; ``none``: ``R - mean``."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_baseline("mean", self.scale)
+
+
+@dataclass
+class ATGRPOConfig(_ScaledConfig):
     """AT-GRPO: agent- and turn-wise GRPO groups.
 
     Source: Zhao et al., "Stronger Together: On-Policy Reinforcement Learning for Collaborative
@@ -99,13 +111,9 @@ class ATGRPOConfig(ZooConfig):
     scale: Scale = "std"
     """``std``: GRPO's ``(R - mean) / (std + 1e-6)``, as in AT-GRPO; ``none``: ``R - mean``."""
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_baseline("mean", self.scale)
-
 
 @dataclass
-class DrMASConfig(ZooConfig):
+class DrMASConfig(_ScaledConfig):
     """Dr. MAS: per-agent advantage normalisation.
 
     Source: Feng et al., "Dr. MAS: Stable Reinforcement Learning for Multi-Agent LLM Systems"
@@ -118,10 +126,6 @@ class DrMASConfig(ZooConfig):
 
     scale: Scale = "std"
     """``std``: divide by the agent's unbiased std plus 1e-6 (the release's GRPO)."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_baseline("mean", self.scale)
 
 
 @dataclass

@@ -59,28 +59,31 @@ def _abstract_block(abstract: str, title: str | None) -> str:
     return f"Title: {title}\n\nAbstract:\n{abstract}" if title else f"Abstract:\n{abstract}"
 
 
-def arxiv_background(abstract: str, title: str | None = None) -> str:
-    """Agent 1 of ``arxiv_intro-v0``: background and motivation."""
+# The two parts of an arXiv introduction, one per agent of arxiv_intro-v0.
+_BACKGROUND = "background and motivation"
+_METHOD = "methodology and implications"
+
+
+def _arxiv_part(abstract: str, title: str | None, focus: str, provides: str, avoid: str) -> str:
+    """One agent's ``arxiv_intro-v0`` prompt: its own ``focus``, what the other ``provides``."""
     return (
         "Based on the following scientific abstract, expand content for an introduction "
         f"section.\n\n{_abstract_block(abstract, title)}\n\n"
         "IMPORTANT INSTRUCTIONS:\n"
-        "- There is another agent that will provide methodology and implications\n"
-        "- You just need to focus on background and motivation\n"
-        "- Avoid repeating methodology and implications content\n"
+        f"- There is another agent that will provide {provides}\n"
+        f"- You just need to focus on {focus}\n"
+        f"- Avoid repeating {avoid} content\n"
     )
+
+
+def arxiv_background(abstract: str, title: str | None = None) -> str:
+    """Agent 1 of ``arxiv_intro-v0``: background and motivation."""
+    return _arxiv_part(abstract, title, _BACKGROUND, provides=_METHOD, avoid=_METHOD)
 
 
 def arxiv_method(abstract: str, title: str | None = None) -> str:
     """Agent 2 of ``arxiv_intro-v0``: methodology and implications."""
-    return (
-        "Based on the following scientific abstract, expand content for an introduction "
-        f"section.\n\n{_abstract_block(abstract, title)}\n\n"
-        "IMPORTANT INSTRUCTIONS:\n"
-        "- There is another agent that will provide the background and motivation\n"
-        "- You just need to focus on methodology and implications\n"
-        "- Avoid repeating background and motivation content\n"
-    )
+    return _arxiv_part(abstract, title, _METHOD, provides=f"the {_BACKGROUND}", avoid=_BACKGROUND)
 
 
 def arxiv_single(abstract: str, title: str | None = None) -> str:
