@@ -25,7 +25,7 @@ from __future__ import annotations
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from llm_marl.algos.samples import Sample
 from llm_marl.algos.update import PGConfig, make_optimizer, policy_gradient_update
@@ -41,6 +41,26 @@ if TYPE_CHECKING:
 
 PolicyGroups = dict[str, tuple[TrainablePolicy, list[str]]]
 """``key -> (policy, agents it plays)`` for each distinct trainable policy object."""
+
+UpdateBatches = Mapping[str, Sequence[list[Sample]]]
+"""``key -> sample lists``: one :func:`~llm_marl.algos.update.policy_gradient_update` per list,
+in order, for the policy of that key."""
+
+
+class Learners(Protocol):
+    """Where :class:`PolicyGradientAlgorithm` runs its updates when not in this process.
+
+    The Ray executor's learner actors implement it (``TrainerConfig.executor="ray"``): each
+    trainable policy's copy, optimizer and scheduler live in its own actor, which runs the
+    same :func:`~llm_marl.algos.update.policy_gradient_update` on the samples it is sent.
+    """
+
+    def run_updates(
+        self, batches: UpdateBatches, update_index: int
+    ) -> dict[str, list[dict[str, float]]]:
+        """Run every key's updates (keys in parallel); per key, each update's metrics."""
+        ...
+
 
 ConfigT = TypeVar("ConfigT", bound=PGConfig)
 
@@ -174,6 +194,10 @@ class PolicyGradientAlgorithm(Algorithm, Generic[ConfigT]):
     """One learning-rate scheduler per key of :attr:`groups`."""
     updates: int
     """How many :meth:`learn` calls came before (checkpointed)."""
+    learners: Learners | None
+    """``None`` (default): updates run here, on :attr:`optimizers`. Set (by the Trainer under
+    ``executor="ray"``): :meth:`run_updates` hands them to remote learners, which hold the
+    live weights and optimizer states (the Trainer copies them back before a checkpoint)."""
 
     def __init__(self, config: ConfigT) -> None:
         self.config = config
@@ -183,6 +207,7 @@ class PolicyGradientAlgorithm(Algorithm, Generic[ConfigT]):
         # Per key of groups: how many optimizer steps in a row were skipped as non-finite.
         self._nonfinite_streaks: dict[str, int] = {}
         self.updates = 0
+        self.learners = None
 
     def setup(self, policies: Mapping[str, Policy], sampling: Mapping[str, SamplingParams]) -> None:
         super().setup(policies, sampling)
@@ -238,20 +263,35 @@ class PolicyGradientAlgorithm(Algorithm, Generic[ConfigT]):
             raise KeyError(
                 f"samples for {sorted(unknown)}, but this run trains {sorted(self.groups)}"
             )
+        results = self.run_updates({key: [samples.get(key, [])] for key in self.groups})
         metrics: dict[str, float] = {}
-        for key, (policy, _) in self.groups.items():
-            result = policy_gradient_update(
-                policy,
-                self.optimizers[key],
-                samples.get(key, []),
-                self.config,
-                scheduler=self.schedulers[key],
-                update_index=self.updates,
-            )
+        for key in self.groups:
+            (result,) = results[key]
             self._count_nonfinite(key, result)
             metrics.update({f"{key}/{name}": value for name, value in result.items()})
         self.updates += 1
         return {**self._mean_over_policies(metrics), **metrics}
+
+    def run_updates(self, batches: UpdateBatches) -> dict[str, list[dict[str, float]]]:
+        """One :func:`~llm_marl.algos.update.policy_gradient_update` per sample list of each
+        key, with that key's optimizer and scheduler and ``update_index`` :attr:`updates`:
+        here, or on :attr:`learners` when set (the same function, run there)."""
+        if self.learners is not None:
+            return self.learners.run_updates(batches, self.updates)
+        out: dict[str, list[dict[str, float]]] = {}
+        for key, (policy, _) in self.groups.items():
+            out[key] = [
+                policy_gradient_update(
+                    policy,
+                    self.optimizers[key],
+                    samples,
+                    self.config,
+                    scheduler=self.schedulers[key],
+                    update_index=self.updates,
+                )
+                for samples in batches.get(key, [])
+            ]
+        return out
 
     def _count_nonfinite(self, key: str, result: dict[str, float]) -> None:
         """Carry the run of skipped (non-finite) optimizer steps of ``key`` across updates and

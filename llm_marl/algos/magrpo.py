@@ -61,7 +61,7 @@ from llm_marl.algos.advantages import (
 from llm_marl.algos.base import PolicyGradientAlgorithm
 from llm_marl.algos.losses import Aggregation
 from llm_marl.algos.samples import Sample, trajectory_samples
-from llm_marl.algos.update import PGConfig, policy_gradient_update
+from llm_marl.algos.update import PGConfig
 from llm_marl.policies.base import SamplingParams
 from llm_marl.rollout.collect import EnvSource
 from llm_marl.rollout.tree import RolloutTree, play_tree
@@ -280,19 +280,11 @@ class MAGRPO(PolicyGradientAlgorithm[MAGRPOConfig]):
                         batches[key].append([s for node in chunk for s in node])
                 buffer.clear()
         metrics: dict[str, float] = {}
-        for key, (policy, _) in self.groups.items():
-            results = []
-            for samples in batches[key]:
-                result = policy_gradient_update(
-                    policy,
-                    self.optimizers[key],
-                    samples,
-                    cfg,
-                    scheduler=self.schedulers[key],
-                    update_index=self.updates,
-                )
+        ran = self.run_updates(batches)
+        for key in self.groups:
+            results = ran[key]
+            for result in results:
                 self._count_nonfinite(key, result)
-                results.append(result)
             names = {name for r in results for name in r}
             for name in names:
                 values = [r[name] for r in results if name in r]

@@ -5,14 +5,19 @@
 pass one as ``collect(..., executor=...)``. It
 
 * starts (or joins) a Ray cluster and checks that it can hold the actors, before starting any;
-* places one engine pool per model (``engines`` actors, each with ``gpus_per_engine`` GPUs) and
-  ``env_workers`` env worker actors with one placement group;
+* places one engine pool per model (``engines`` actors, each with ``gpus_per_engine`` GPUs),
+  ``env_workers`` env worker actors and, when the Trainer attached learners
+  (:meth:`attach_learners`), one :class:`~llm_marl.distributed.learner.Learner` actor per
+  trainable policy (``learner_cpus`` / ``learner_gpus`` each) with one placement group;
+* runs the algorithm's updates on those learners (:meth:`run_updates`, one per policy, in
+  parallel) and copies their states back to the driver's policies and optimizers before a
+  checkpoint (:meth:`pull_learners`);
 * splits each ``collect`` call's tasks (whole GRPO groups) into contiguous shards, one per env
   worker, with their global task indices, so the episodes are exactly those of a local call
   (per-request seeds, global group ids; see :mod:`llm_marl.rollout.collect`);
 * after every update (:meth:`sync_weights`) sends the trainable policies' new weights to their
-  engines (LoRA through the object store; full weights over a gloo group, files as fallback)
-  and bumps their version; every episode records the versions it was sampled with and a stale
+  engines, from the learner actor when there is one, else from the driver (LoRA through the
+  object store; full weights over a gloo group, files as fallback) and bumps their version; every episode records the versions it was sampled with and a stale
   episode is refused (an ``error`` episode);
 * turns a worker or engine that dies mid-call into ``error`` episodes (Ray restarts the actor;
   a restarted engine gets the current weights before the next call), and shuts every actor
@@ -31,11 +36,12 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from llm_marl.distributed.engine import Engine
+from llm_marl.distributed.learner import Learner, LearnerInit, LearnerSpec, load_learner_state
 from llm_marl.distributed.recipes import Plan, plan
 from llm_marl.distributed.resources import RayResources, check_cluster
 from llm_marl.distributed.weights import adapter_state, open_store, send_full
 from llm_marl.distributed.worker import EnvWorker, Route
-from llm_marl.errors import ConfigError
+from llm_marl.errors import ConfigError, TrainingError
 from llm_marl.policies.base import Policy, SamplingParams
 from llm_marl.policies.hf import HFPolicy
 from llm_marl.rollout.collect import FAILED_WARN_FRACTION, check_task_indices, group_id
@@ -87,6 +93,25 @@ class RayExecutor:
         self._placement: Any = None
         self._started_ray = False
         self._sync_dir: str | None = None
+        self.learner_specs: list[LearnerSpec] = []
+        """What :meth:`attach_learners` asked for (learner actors start with the others)."""
+        self.learners: dict[str, Any] = {}
+        """Per algorithm key (:attr:`LearnerSpec.key`), its learner actor."""
+        self._learner_of: dict[str, Any] = {}
+        """Per plan key of a trained policy, its learner actor (the source of its weights)."""
+
+    def attach_learners(self, specs: Sequence[LearnerSpec]) -> None:
+        """Train the policies of ``specs`` in learner actors (started with the other actors,
+        from the driver's weights and optimizer states of that moment: a resumed run's)."""
+        if self.plan is not None:
+            raise ConfigError("attach_learners before the executor starts")
+        for spec in specs:
+            if not isinstance(spec.policy, HFPolicy):
+                raise ConfigError(
+                    f"learner actors train HFPolicy objects; {spec.key!r} is a "
+                    f"{type(spec.policy).__name__} (set learner='driver')"
+                )
+        self.learner_specs = list(specs)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -111,7 +136,8 @@ class RayExecutor:
                 ray.init(**{"include_dashboard": False, **self.init_kwargs})
             self._started_ray = True
         p = plan(policies)
-        check_cluster(r, len(p.recipes), ray.cluster_resources())
+        specs = self.learner_specs
+        check_cluster(r, len(p.recipes), ray.cluster_resources(), learners=len(specs))
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -119,6 +145,7 @@ class RayExecutor:
         for _ in p.recipes:
             for _ in range(r.engines):
                 bundles.append({"CPU": r.cpus_per_engine, "GPU": r.gpus_per_engine})
+        bundles += [{"CPU": r.learner_cpus, "GPU": r.learner_gpus} for _ in specs]
         bundles += [{"CPU": r.cpus_per_env_worker} for _ in range(r.env_workers)]
         bundles = [{k: v for k, v in b.items() if v > 0} or {"CPU": 0.001} for b in bundles]
         pg = placement_group(bundles, strategy="PACK")
@@ -156,6 +183,23 @@ class RayExecutor:
                 )
                 bundle += 1
             self.engines.append(pool)
+        learner_cls = ray.remote(Learner)
+        learner_device = "cuda" if r.learner_gpus > 0 else "cpu"
+        self.learners = {}
+        for spec in specs:
+            self.learners[spec.key] = learner_cls.options(
+                num_cpus=r.learner_cpus,
+                num_gpus=r.learner_gpus,
+                max_restarts=0,  # its weights and optimizer live only there: --resume instead
+                scheduling_strategy=at(bundle),
+            ).remote(LearnerInit.of(spec), learner_device)
+            bundle += 1
+        self._learner_of = {
+            key: self.learners[spec.key]
+            for spec in specs
+            for key, policy in p.policies.items()
+            if policy is spec.policy
+        }
         local = ray.put(p.local)
         self._pinned.append(local)
         self.workers = [
@@ -172,6 +216,7 @@ class RayExecutor:
         # Every actor up (and its policies built) before the first call: errors show here.
         ray.get([a.ping.remote() for pool in self.engines for a in pool])
         ray.get([w.ping.remote() for w in self.workers])
+        ray.get([a.ping.remote() for a in self.learners.values()])
 
     def shutdown(self) -> None:
         """Kill every actor and free the placement group; stop the cluster if this started it."""
@@ -179,7 +224,8 @@ class RayExecutor:
             return
         ray = _ray()
         if ray.is_initialized():
-            for actor in [a for pool in self.engines for a in pool] + self.workers:
+            actors = [a for pool in self.engines for a in pool] + self.workers
+            for actor in actors + list(self.learners.values()):
                 with contextlib.suppress(Exception):  # already gone
                     ray.kill(actor, no_restart=True)
             if self._placement is not None:
@@ -189,6 +235,7 @@ class RayExecutor:
                 ray.shutdown()
         self.plan, self.engines, self.workers, self._placement = None, [], [], None
         self._pinned, self._adapter_refs = [], {}
+        self.learners, self._learner_of = {}, {}
         self._started_ray = False
         if self._sync_dir is not None:
             shutil.rmtree(self._sync_dir, ignore_errors=True)
@@ -357,6 +404,46 @@ class RayExecutor:
                     ep.truncated = True
                     break
 
+    # ------------------------------------------------------------------ learners
+
+    def run_updates(
+        self, batches: Mapping[str, Sequence[list[Any]]], update_index: int
+    ) -> dict[str, list[dict[str, float]]]:
+        """Each key's updates on its learner actor, every learner at once (the algorithm's
+        :meth:`~llm_marl.algos.base.PolicyGradientAlgorithm.run_updates` hands them here)."""
+        ray = _ray()
+        if not self.learners:
+            raise RuntimeError("run_updates before the learner actors started")
+        unknown = set(batches) - set(self.learners)
+        if unknown:
+            raise KeyError(f"no learner for {sorted(unknown)}; learners: {sorted(self.learners)}")
+        # The samples go through the object store (one put per policy), never via the actors'
+        # constructor or another copy.
+        calls = {
+            key: self.learners[key].update.remote(ray.put(list(lists)), update_index)
+            for key, lists in batches.items()
+        }
+        out = {}
+        for key, ref in calls.items():
+            try:
+                out[key] = ray.get(ref)
+            except ray.exceptions.RayActorError as exc:
+                raise TrainingError(
+                    f"the learner of {key!r} died ({_last_line(exc)}); resume the run from its "
+                    "last checkpoint with --resume"
+                ) from None
+        return out
+
+    def pull_learners(self) -> None:
+        """Copy every learner's weights, optimizer and scheduler states into the driver's
+        policy and optimizer objects (before a checkpoint, which saves those)."""
+        if not self.learners:
+            return
+        ray = _ray()
+        states = ray.get([self.learners[s.key].state.remote() for s in self.learner_specs])
+        for spec, state in zip(self.learner_specs, states):
+            load_learner_state(spec, state)
+
     # ------------------------------------------------------------------ weights
 
     def sync_weights(self) -> None:
@@ -394,15 +481,16 @@ class RayExecutor:
 
     def _push(self, key: str, policy: HFPolicy, version: int, engines: list[Any]) -> None:
         ray = _ray()
+        learner = self._learner_of.get(key)  # the live weights: on the learner when it has one
         if policy.adapter is not None:
-            ref = ray.put(adapter_state(policy))
+            ref = learner.weights.remote() if learner else ray.put(adapter_state(policy))
             self._adapter_refs[key] = ref
             ray.get([e.load_adapter.remote(key, version, ref) for e in engines])
             return
         mode = self.resources.full_sync
         if mode in ("auto", "gloo"):
             try:
-                self._push_gloo(key, policy, version, engines)
+                self._push_gloo(key, policy, version, engines, learner)
                 return
             except Exception as exc:
                 if mode == "gloo":
@@ -413,17 +501,30 @@ class RayExecutor:
                     stacklevel=3,
                 )
         path = os.path.join(self._files_root(), f"{key}-v{version}")
-        policy.save(path)
+        if learner is not None:
+            ray.get(learner.save.remote(path))
+        else:
+            policy.save(path)
         ray.get([e.load_files.remote(key, version, path) for e in engines])
 
-    def _push_gloo(self, key: str, policy: HFPolicy, version: int, engines: list[Any]) -> None:
+    def _push_gloo(
+        self, key: str, policy: HFPolicy, version: int, engines: list[Any], learner: Any
+    ) -> None:
         ray = _ray()
         from llm_marl.distributed.weights import gloo_group
 
-        host = ray.util.get_node_ip_address()
-        store = open_store(host)
         tag = f"{key}-v{version}-{os.getpid()}"
         world = len(engines) + 1
+        if learner is not None:  # the learner is rank 0 and runs the rendezvous
+            host, port = ray.get(learner.open_sync.remote())
+            receives = [
+                e.receive_full.remote(key, version, host, port, i + 1, world, tag)
+                for i, e in enumerate(engines)
+            ]
+            ray.get([learner.send_full.remote(tag, world), *receives])
+            return
+        host = ray.util.get_node_ip_address()
+        store = open_store(host)
         refs = [
             e.receive_full.remote(key, version, host, store.port, i + 1, world, tag)
             for i, e in enumerate(engines)

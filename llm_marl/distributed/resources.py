@@ -15,6 +15,7 @@ from llm_marl.errors import ConfigError
 
 FullSync = Literal["auto", "gloo", "files"]
 EngineBackend = Literal["hf", "vllm"]
+LearnerPlace = Literal["actor", "driver"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,14 @@ class RayResources:
     """CPUs each engine reserves."""
     cpus_per_env_worker: float = 1.0
     """CPUs each env worker reserves (its sandboxes and graders run in its process tree)."""
+    learner: LearnerPlace = "actor"
+    """Where trainable policies update: ``"actor"`` (one learner actor per trainable policy,
+    reserving ``learner_cpus`` / ``learner_gpus``; policy-gradient algorithms) or ``"driver"``
+    (the process that runs the Trainer, as with ``executor="local"``)."""
+    learner_cpus: float = 1.0
+    """CPUs each learner actor reserves (one learner per trainable policy)."""
+    learner_gpus: float = 0.0
+    """GPUs each learner actor reserves (``0``: the learner trains on CPU)."""
     engine_backend: EngineBackend = "hf"
     """What samples inside an engine: ``"hf"`` (transformers, the learner's sampler) or
     ``"vllm"`` (a ``VLLMPolicy`` over the engine's copy of the model; needs vLLM there)."""
@@ -51,6 +60,10 @@ class RayResources:
         check_number(self.gpus_per_engine, "gpus_per_engine", 0)
         check_number(self.cpus_per_engine, "cpus_per_engine", 0)
         check_number(self.cpus_per_env_worker, "cpus_per_env_worker", 0)
+        check_number(self.learner_cpus, "learner_cpus", 0)
+        check_number(self.learner_gpus, "learner_gpus", 0)
+        if self.learner not in ("actor", "driver"):
+            raise ConfigError(f"learner must be 'actor' or 'driver', got {self.learner!r}")
         if self.engine_backend not in ("hf", "vllm"):
             raise ConfigError(f"engine_backend must be 'hf' or 'vllm', got {self.engine_backend!r}")
         if self.full_sync not in ("auto", "gloo", "files"):
@@ -65,25 +78,33 @@ class RayResources:
             raise ConfigError(f"ray_address must be 'auto' or 'HOST:PORT', got {self.address!r}")
 
 
-def check_cluster(resources: RayResources, models: int, cluster: Mapping[str, float]) -> None:
+def check_cluster(
+    resources: RayResources, models: int, cluster: Mapping[str, float], learners: int = 0
+) -> None:
     """Raise a one-line :class:`ConfigError` when ``cluster`` (``ray.cluster_resources()``)
-    cannot hold the actors of ``resources`` for ``models`` engine pools."""
-    engines = resources.engines * models
-    gpus = engines * resources.gpus_per_engine
+    cannot hold the actors of ``resources`` for ``models`` engine pools and ``learners``
+    learner actors."""
+    r = resources
+    engines = r.engines * models
+    gpus = engines * r.gpus_per_engine + learners * r.learner_gpus
     have_gpus = float(cluster.get("GPU", 0.0))
     if gpus > have_gpus:
         raise ConfigError(
             f"the run asks for {gpus:g} GPU(s) ({engines} engine(s) x gpus_per_engine "
-            f"{resources.gpus_per_engine:g}) but the Ray cluster has {have_gpus:g}: lower "
-            "engines or gpus_per_engine, or add GPU nodes"
+            f"{r.gpus_per_engine:g} + {learners} learner(s) x learner_gpus {r.learner_gpus:g}) "
+            f"but the Ray cluster has {have_gpus:g}: lower engines, gpus_per_engine or "
+            "learner_gpus, or add GPU nodes"
         )
-    cpus = engines * resources.cpus_per_engine + (
-        resources.env_workers * resources.cpus_per_env_worker
+    cpus = (
+        engines * r.cpus_per_engine
+        + r.env_workers * r.cpus_per_env_worker
+        + learners * r.learner_cpus
     )
     have_cpus = float(cluster.get("CPU", 0.0))
     if cpus > have_cpus:
         raise ConfigError(
-            f"the run asks for {cpus:g} CPU(s) ({engines} engine(s) x {resources.cpus_per_engine:g}"
-            f" + {resources.env_workers} env worker(s) x {resources.cpus_per_env_worker:g}) but "
-            f"the Ray cluster has {have_cpus:g}: lower env_workers or the cpus_per_* fields"
+            f"the run asks for {cpus:g} CPU(s) ({engines} engine(s) x {r.cpus_per_engine:g}"
+            f" + {r.env_workers} env worker(s) x {r.cpus_per_env_worker:g} + {learners} "
+            f"learner(s) x {r.learner_cpus:g}) but the Ray cluster has {have_cpus:g}: lower "
+            "env_workers or the cpus_per_* / learner_cpus fields"
         )

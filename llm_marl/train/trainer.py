@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from llm_marl.algos import Algorithm
-from llm_marl.distributed.resources import EngineBackend, FullSync, RayResources
+from llm_marl.distributed.resources import EngineBackend, FullSync, LearnerPlace, RayResources
 from llm_marl.errors import ConfigError, DiskFullError, TrainingError
 from llm_marl.policies.base import Policy, SamplingParams, per_agent_sampling
 from llm_marl.rollout.collect import check_group_size, check_policies, check_share_frozen, play
@@ -142,6 +142,13 @@ class TrainerConfig:
     """CPUs per engine."""
     cpus_per_env_worker: float = RayResources.cpus_per_env_worker
     """CPUs per env worker."""
+    learner: LearnerPlace = RayResources.learner
+    """Where trainable policies update: ``"actor"`` (a learner actor per trainable policy) or
+    ``"driver"`` (this process)."""
+    learner_cpus: float = RayResources.learner_cpus
+    """CPUs per learner actor."""
+    learner_gpus: float = RayResources.learner_gpus
+    """GPUs per learner actor (``0``: it trains on CPU)."""
     engine_backend: EngineBackend = RayResources.engine_backend
     """What samples in an engine: ``"hf"`` (transformers) or ``"vllm"`` (needs a GPU)."""
     full_sync: FullSync = RayResources.full_sync
@@ -158,6 +165,9 @@ class TrainerConfig:
             gpus_per_engine=self.gpus_per_engine,
             cpus_per_engine=self.cpus_per_engine,
             cpus_per_env_worker=self.cpus_per_env_worker,
+            learner=self.learner,
+            learner_cpus=self.learner_cpus,
+            learner_gpus=self.learner_gpus,
             engine_backend=self.engine_backend,
             full_sync=self.full_sync,
         )
@@ -277,6 +287,8 @@ class Trainer:
             from llm_marl.distributed.executor import RayExecutor
 
             self.executor = RayExecutor(self.config.ray_resources())
+            if self.config.learner == "actor":
+                self.executor.attach_learners(learner_specs(algorithm))
 
     # ------------------------------------------------------------------ helpers
 
@@ -483,6 +495,10 @@ class Trainer:
             # Only now that a resume was accepted: a refused one must change no file.
             self.on_start()
         self.step = start
+        if self.executor is not None and self.executor.learner_specs:
+            # Updates run on the learner actors (started with the other actors, from the
+            # weights and optimizer states the driver holds now: a resumed run's).
+            self.algorithm.learners = self.executor  # type: ignore[attr-defined]
         # A sampler of its own (a vLLM engine) holds the weights of when it was built: a
         # resumed run (or a warm-up after the build) must not sample from those.
         self.sync_samplers()
@@ -532,6 +548,8 @@ class Trainer:
             logger.close()
             if self.executor is not None:  # also on Ctrl-C: no actor outlives the run
                 self.executor.shutdown()
+                if self.executor.learner_specs:
+                    self.algorithm.learners = None  # type: ignore[attr-defined]
         plot_path = None
         if cfg.plot:
             plot_path = plot_rewards(
@@ -630,6 +648,8 @@ class Trainer:
         from llm_marl.policies.quiet import quiet_transformers
         from llm_marl.train.checkpoint import save_checkpoint
 
+        if self.executor is not None:  # learner actors hold the live weights and optimizers
+            self.executor.pull_learners()
         with quiet_transformers():  # no "Writing model shards" bars over the training bar
             return save_checkpoint(
                 self.output_dir,
@@ -654,6 +674,33 @@ class Trainer:
 
 
 # ---------------------------------------------------------------------------------------- metrics
+
+
+def learner_specs(algorithm: Algorithm) -> list[Any]:
+    """One :class:`~llm_marl.distributed.learner.LearnerSpec` per policy ``algorithm`` trains
+    (``executor="ray"``, ``learner="actor"``); a one-line ConfigError for an algorithm that
+    does not update through :func:`~llm_marl.algos.update.policy_gradient_update`."""
+    from llm_marl.algos.base import PolicyGradientAlgorithm
+    from llm_marl.algos.update import make_optimizer, policy_gradient_update
+    from llm_marl.distributed.learner import LearnerSpec
+
+    if not isinstance(algorithm, PolicyGradientAlgorithm):
+        raise ConfigError(
+            f"learner actors run policy-gradient updates; {type(algorithm).__name__} updates "
+            "its own way: set learner='driver'"
+        )
+    return [
+        LearnerSpec(
+            key,
+            policy,  # type: ignore[arg-type]  # attach_learners refuses non-HFPolicy ones
+            algorithm.optimizers[key],
+            algorithm.schedulers[key],
+            algorithm.config,
+            make_optimizer,
+            policy_gradient_update,
+        )
+        for key, (policy, _) in algorithm.groups.items()
+    ]
 
 
 def eval_row(metrics: Mapping[str, float]) -> dict[str, float]:

@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -92,23 +93,7 @@ def _collect(policies, executor=None, env: Any = "coordination-v0", seed: int = 
     )
 
 
-# ---------------------------------------------------------------------------------- (a)
-
-
-def test_ray_collect_gives_the_local_episodes_token_for_token(tiny_policy):
-    team = {"left": tiny_policy, "right": tiny_policy}
-    local = _collect(team)
-    with RayExecutor(RayResources(env_workers=2, engines=1, **HALF)) as ex:
-        remote = _collect(team, ex)
-        sizes = ray.get(ex.engines[0][0].batch_sizes.remote())
-    _assert_same(remote, local)
-    assert all(e.ok for e in remote)
-    # Both workers' shards went through the one engine: 8 episodes x 2 agents.
-    assert sum(sizes["p0"]) == 16
-    assert {e.task_index for e in remote} == {0, 1, 2, 3}
-
-
-# ---------------------------------------------------------------------------------- (d)
+# ---------------------------------------------------------------------------------- (a) + (d)
 
 
 def _perturb(policy: HFPolicy, seed: int) -> None:
@@ -119,17 +104,24 @@ def _perturb(policy: HFPolicy, seed: int) -> None:
                 p.add_(torch.randn(p.shape, generator=gen) * 0.5)
 
 
-def test_lora_and_full_weights_reach_the_engines(tiny_lm_path, tmp_path):
+def test_ray_collect_equals_local_and_weight_syncs_reach_the_engines(tiny_lm_path, tmp_path):
+    # One executor for both proofs (actor starts dominate this module's time).
     lora = HFPolicy.shared_lora(tiny_lm_path, ["left"], trainable=True)["left"]
     full = HFPolicy(tiny_lm_path, name="full", trainable=True)
     team = {"left": lora, "right": full}
     res = RayResources(env_workers=2, engines=1, full_sync="gloo", **HALF)
     with RayExecutor(res) as ex:
+        # (a) 2 env workers and one engine per model give the local episodes.
         before = _collect(team, ex)
+        sizes = [ray.get(pool[0].batch_sizes.remote()) for pool in ex.engines]
         _assert_same(before, _collect(team))
+        assert all(e.ok for e in before) and {e.task_index for e in before} == {0, 1, 2, 3}
+        # Both workers' shards went through each model's one engine: 8 episodes each.
+        assert [sum(n for calls in s.values() for n in calls) for s in sizes] == [8, 8]
+        # (d) LoRA through the object store, full weights over gloo.
         _perturb(lora, 1)
         _perturb(full, 2)
-        ex.sync_weights()  # LoRA through the object store, full weights over gloo
+        ex.sync_weights()
         after = _collect(team, ex)
         want = _collect(team)
         _assert_same(after, want)
@@ -239,31 +231,70 @@ def _metrics(path: Path) -> list[dict[str, Any]]:
     ]
 
 
+def _checkpoint(path: Path, step: int = 2) -> dict[str, torch.Tensor]:
+    """The weights and optimizer moments of a run's checkpoint of ``step``, flat."""
+    from safetensors.torch import load_file
+
+    ckpt = path / "checkpoints" / f"step-{step:06d}"
+    out = {
+        f"{p.parent.name}/{k}": v
+        for p in sorted((ckpt / "policies").glob("*/model.safetensors"))
+        for k, v in load_file(p).items()
+    }
+    algo = torch.load(ckpt / "algorithm.pt", weights_only=False)
+    for key, opt in algo["optimizers"].items():
+        for i, state in opt["state"].items():
+            out |= {f"{key}/opt/{i}/{k}": torch.as_tensor(v) for k, v in state.items()}
+    return out
+
+
 @pytest.mark.slow
-def test_the_toy_preset_trains_under_ray_with_the_local_metrics(tmp_path, capsys):
-    argv = ["train", "--algo", "magrpo", "--preset", "toy-coordination", "--steps", "2"]
+def test_the_toy_preset_resumes_and_trains_on_learner_actors_with_the_local_numbers(
+    tmp_path, capsys
+):
+    """`llm-marl train --executor ray`: each trainable policy updates in its own learner actor;
+    resumed from a checkpoint (weights and optimizer states travel to the learners) it logs
+    the local rows and checkpoints the local weights and optimizer states (pulled back from
+    the learners)."""
+    argv = ["train", "--algo", "magrpo", "--preset", "toy-coordination"]
     argv += ["--group-size", "2", "--tasks-per-step", "2", "--eval-group-size", "1"]
     argv += ["--eval-tasks", "2", "--format-warmup-steps", "2", "--no-plot", "--no-progress"]
-    ray_flags = ["--executor", "ray", "--env-workers", "2", "--cpus-per-env-worker", "0.5"]
-    ray_flags += ["--cpus-per-engine", "0.5"]
-    assert main([*argv, "--output-dir", str(tmp_path / "local")]) == 0
-    assert main([*argv, *ray_flags, "--output-dir", str(tmp_path / "ray")]) == 0
-    local, remote = _metrics(tmp_path / "local"), _metrics(tmp_path / "ray")
-    assert len(remote) == 3 and any("loss" in k for k in remote[1])
+    ray_flags = ["--executor", "ray", "--env-workers", "2", "--cpus-per-env-worker", "0.25"]
+    ray_flags += ["--cpus-per-engine", "0.25", "--learner-cpus", "0.25"]
+    argv += ["--steps", "2", "--save-every", "1"]
+    local, remote = tmp_path / "local", tmp_path / "ray"
+    assert main([*argv, "--output-dir", str(local)]) == 0
+    # The Ray run resumes from the local run's step-1 checkpoint: it must log and checkpoint
+    # what the uninterrupted local run did at step 2.
+    shutil.copytree(local, remote)
+    shutil.rmtree(remote / "checkpoints" / "step-000002")
+    (remote / "checkpoints" / "latest").write_text("step-000001")
+    assert main([*argv, *ray_flags, "--resume", "--output-dir", str(remote)]) == 0
+    want, got = _metrics(local), _metrics(remote)
+    assert len(got) == 3 and any("loss" in k for k in got[2])
     # The same samples and rewards (exact); the numbers computed from sampling log-probs
     # (loss, ratio, kl, grad_norm) equal up to float rounding: see _assert_same.
-    assert [sorted(r) for r in remote] == [sorted(r) for r in local]
-    for got, want in zip(remote, local):
-        exact = {k for k in want if k.startswith(("reward", "eval/", "episodes", "step"))}
-        assert {k: got[k] for k in exact} == {k: want[k] for k in exact}
-        assert got == pytest.approx(want, rel=1e-4, abs=1e-6)
+    assert [sorted(r) for r in got] == [sorted(r) for r in want]
+    for g, w in zip(got, want):
+        exact = {k for k in w if k.startswith(("reward", "eval/", "episodes", "step"))}
+        assert {k: g[k] for k in exact} == {k: w[k] for k in exact}
+        assert g == pytest.approx(w, rel=1e-4, abs=1e-6)
+    assert "resuming from step 1" in capsys.readouterr().out
+    theirs, ours = _checkpoint(remote), _checkpoint(local)
+    assert sorted(theirs) == sorted(ours) and any("/opt/" in k for k in ours)
+    for k, v in ours.items():
+        torch.testing.assert_close(theirs[k], v, rtol=1e-4, atol=1e-6, msg=k)
+    # The second step trained (else equal weights would prove nothing).
+    step1 = _checkpoint(remote, 1)
+    assert any(not torch.equal(step1[k], v) for k, v in theirs.items() if "/opt/" not in k)
 
 
 # ---------------------------------------------------------------------------------- Ctrl-C
 
 
 def test_ctrl_c_in_training_shuts_the_actors_down(tiny_lm_path, tmp_path, monkeypatch):
-    team = HFPolicy.shared_lora(tiny_lm_path, ["left", "right"], trainable=True)
+    shared = HFPolicy(tiny_lm_path, name="shared", trainable=True)  # one engine, one learner
+    team = {"left": shared, "right": shared}
     cfg = TrainerConfig(
         env="coordination-v0",
         steps=2,
@@ -277,6 +308,7 @@ def test_ctrl_c_in_training_shuts_the_actors_down(tiny_lm_path, tmp_path, monkey
         progress=False,
         executor="ray",
         env_workers=1,
+        learner_cpus=0.25,
         **HALF,
     )
     trainer = Trainer(MAGRPO(), team, cfg)
@@ -284,13 +316,15 @@ def test_ctrl_c_in_training_shuts_the_actors_down(tiny_lm_path, tmp_path, monkey
     started: list[Any] = []
 
     def interrupted(step: int) -> dict[str, float]:
-        started.extend([*ex.workers, *ex.engines[0]])  # up since the first evaluation
+        # Up since the first evaluation: the worker, the engine and the learner.
+        started.extend([*ex.workers, *ex.engines[0], *ex.learners.values()])
         raise KeyboardInterrupt
 
     monkeypatch.setattr(trainer, "train_step", interrupted)
     with pytest.raises(KeyboardInterrupt):
         trainer.train()
-    assert len(started) == 2 and ex.plan is None and ex.workers == []
+    assert len(started) == 3 and ex.plan is None and ex.workers == [] and ex.learners == {}
+    assert trainer.algorithm.learners is None  # a later local use updates in this process
     for actor in started:
         with pytest.raises(ray.exceptions.RayActorError):
             ray.get(actor.ping.remote(), timeout=60)

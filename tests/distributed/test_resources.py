@@ -7,15 +7,17 @@ import threading
 
 import pytest
 
+from llm_marl.algos import Algorithm
 from llm_marl.cli import main
 from llm_marl.distributed.engine import MicroBatcher
 from llm_marl.distributed.executor import RayExecutor, _shards
+from llm_marl.distributed.learner import LearnerSpec
 from llm_marl.distributed.recipes import plan
 from llm_marl.distributed.resources import RayResources, check_cluster
 from llm_marl.errors import ConfigError
 from llm_marl.policies.base import Completion, SamplingParams, ScriptedPolicy
 from llm_marl.rollout.types import Episode
-from llm_marl.train.trainer import TrainerConfig
+from llm_marl.train.trainer import TrainerConfig, learner_specs
 
 
 @pytest.mark.parametrize(
@@ -27,6 +29,8 @@ from llm_marl.train.trainer import TrainerConfig
         ({"address": "nowhere"}, "ray_address must be 'auto' or 'HOST:PORT'"),
         ({"engine_backend": "vllm"}, "needs gpus_per_engine > 0"),
         ({"full_sync": "nccl"}, "full_sync must be"),
+        ({"learner": "gpu"}, "learner must be 'actor' or 'driver'"),
+        ({"learner_cpus": -1}, "learner_cpus must be"),
     ],
 )
 def test_bad_resources_are_config_errors(kwargs, message):
@@ -40,6 +44,23 @@ def test_the_cluster_check_names_what_is_missing():
     with pytest.raises(ConfigError, match=r"asks for 5 CPU\(s\)"):
         check_cluster(RayResources(env_workers=4), 1, {"CPU": 4.0})
     check_cluster(RayResources(engines=2, gpus_per_engine=0.5), 1, {"CPU": 4.0, "GPU": 1.0})
+    # One learner actor per trainable policy counts too.
+    with pytest.raises(ConfigError, match=r"asks for 2 GPU\(s\) .* \+ 2 learner\(s\) x "):
+        check_cluster(RayResources(learner_gpus=1), 1, {"CPU": 8.0, "GPU": 1.0}, learners=2)
+    with pytest.raises(ConfigError, match=r"asks for 5 CPU\(s\) .* \+ 2 learner\(s\) x 1\)"):
+        check_cluster(RayResources(), 1, {"CPU": 4.0}, learners=2)
+
+
+def test_learner_actors_need_a_policy_gradient_algorithm():
+    class Own(Algorithm):
+        def update(self, episodes):
+            return {}
+
+    with pytest.raises(ConfigError, match="Own updates its own way: set learner='driver'"):
+        learner_specs(Own())
+    ex = RayExecutor()
+    with pytest.raises(ConfigError, match="learner actors train HFPolicy objects"):
+        ex.attach_learners([LearnerSpec("left", object(), None, None, None, None, None)])  # type: ignore[arg-type]
 
 
 def test_train_refuses_bad_resources_in_one_line_before_ray(capsys, tmp_path):
