@@ -94,6 +94,11 @@ def shard_policy(
 
     Call it on every rank after ``torch.distributed.init_process_group`` and before building
     the optimizer (FSDP2 replaces the parameters with sharded ones). Returns ``policy``.
+
+    LoRA policies over one shared base (:meth:`HFPolicy.shared_lora`) are sharded together:
+    the first call shards the base with every adapter on it; a call for another adapter over
+    the same, already sharded, model only marks that policy sharded (``config`` was applied by
+    the first call).
     """
     import torch
     import torch.distributed as dist
@@ -111,6 +116,8 @@ def shard_policy(
         raise ValueError(f"policy {policy.name!r} is frozen: only trainable policies are sharded")
     config = config or ShardingConfig()
     group = group or dist.group.WORLD
+    if isinstance(policy.model, FSDPModule):  # another adapter's policy sharded this base
+        return _mark_sharded(policy, group)
     device_type = policy.device.type
     mesh = DeviceMesh.from_group(group, device_type)
     base = policy._base
@@ -142,6 +149,13 @@ def shard_policy(
             module.set_gradient_divide_factor(1.0)
             # Gloo has no PREMUL_SUM; plain sums work everywhere.
             module.set_force_sum_reduction_for_comms(True)
+    return _mark_sharded(policy, group)
+
+
+def _mark_sharded(policy: HFPolicy, group: Any) -> HFPolicy:
+    """Point ``policy`` at its sharded model's parameters and record its group."""
+    import torch.distributed as dist
+
     # The chunked LM head calls the backbone and the head outside the model's own forward,
     # which would bypass FSDP's gather of the root unit: score from the model's logits.
     policy.chunked_lm_head = False

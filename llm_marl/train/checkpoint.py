@@ -9,7 +9,13 @@ Layout under ``<output_dir>/checkpoints``::
                              the policy's KL reference model, when it has one (full
                              fine-tuning): a warm-up may have changed it, and a resumed run
                              must measure KL to the same reference as the uninterrupted one
-        algorithm.pt         ``algorithm.state_dict()`` (optimizers, schedulers, counters)
+        algorithm.pt         ``algorithm.state_dict()`` (optimizers, schedulers, counters); a
+                             sharded learner's optimizer is a ``{"dcp": "sharded/<key>"}``
+                             marker naming its DCP directory below
+        sharded/<key>/       a sharded learner's trainable weights and optimizer state, written
+                             by every rank with ``torch.distributed.checkpoint``
+                             (:mod:`llm_marl.train.sharded_checkpoint`); loadable on any number
+                             of ranks, or in one process
         rng.pt               Python, NumPy and torch RNG states
         trainer.json         step, agent -> key map, the size and SHA-256 of every other file
                              ("files", "sha256"), anything the trainer adds; written LAST
@@ -61,6 +67,11 @@ CHECKPOINT_DIR = "checkpoints"
 LATEST = "latest"
 TRAINER_FILE = "trainer.json"
 REFERENCES = "references"
+SHARDED = "sharded"
+"""The folder of a checkpoint that holds sharded learners' DCP checkpoints, one per key."""
+DCP_MARKER = "dcp"
+"""The key of an ``algorithm.pt`` optimizer entry that names a DCP directory instead of
+holding the state (a sharded learner's optimizer: see :func:`dcp_path`)."""
 _STEP_NAME = re.compile(r"step-\d{6,}")
 CORRUPT_PREFIX = "corrupt-"
 """What :func:`resume_latest` prefixes a corrupt checkpoint's name with when it sets it aside."""
@@ -136,8 +147,13 @@ def save_checkpoint(
     extra: Mapping[str, Any] | None = None,
     *,
     keep: int | None = 2,
+    write_extra: Callable[[Path], None] | None = None,
 ) -> Path:
     """Write checkpoint ``step`` atomically; keep only the newest ``keep`` (None: all).
+
+    ``write_extra(folder)`` may add files to the checkpoint being built in ``folder`` (a
+    sharded learner's ranks write their DCP shards there); they are listed and checksummed
+    with the rest and published with it.
 
     Raises :class:`~llm_marl.errors.DiskFullError` when the disk is full, naming the file and
     the newest intact checkpoint (the previous one: the new one is never half-published).
@@ -148,7 +164,7 @@ def save_checkpoint(
     try:
         root.mkdir(parents=True, exist_ok=True)
         remove_torn(root)
-        final = _save(root, name, step, policies, algorithm_state, extra, writing)
+        final = _save(root, name, step, policies, algorithm_state, extra, writing, write_extra)
         writing[0] = root / LATEST
         _write_text(root / LATEST, name)
     except Exception as exc:
@@ -190,6 +206,7 @@ def _save(
     algorithm_state: Mapping[str, Any],
     extra: Mapping[str, Any] | None,
     writing: list[Path],
+    write_extra: Callable[[Path], None] | None = None,
 ) -> Path:
     final = root / name
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
@@ -211,6 +228,9 @@ def _save(
                     # save_model (not save_file) handles tied weights (shared tensors).
                     save_model(reference, str(tmp / REFERENCES / f"{key}.safetensors"))
                 saved.add(key)
+        if write_extra is not None:
+            writing[0] = final / SHARDED
+            write_extra(tmp)
         writing[0] = final / "algorithm.pt"
         _torch_save(dict(algorithm_state), tmp / "algorithm.pt")
         writing[0] = final / "rng.pt"
@@ -543,6 +563,7 @@ def load_checkpoint(
     if not isinstance(algorithm_state, dict):
         raise _corrupt(ckpt, "algorithm.pt", "does not hold a state dict")
     _check_finite(ckpt, "algorithm.pt", algorithm_state)
+    _resolve_dcp(ckpt, algorithm_state)
     rng = None
     if restore_rng:
         rng = _torch_load(ckpt, "rng.pt")
@@ -566,6 +587,30 @@ def load_checkpoint(
     if rng is not None:
         set_rng_state(rng)
     return int(meta["step"]), algorithm_state, meta
+
+
+def dcp_path(entry: Any) -> str | None:
+    """The DCP directory an ``algorithm.pt`` optimizer entry names (absolute once loaded by
+    :func:`load_checkpoint`), or ``None`` for an entry holding the state itself."""
+    if isinstance(entry, Mapping) and set(entry) == {DCP_MARKER}:
+        value = entry[DCP_MARKER]
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _resolve_dcp(ckpt: Path, state: dict[str, Any]) -> None:
+    """Turn the DCP markers of ``state``'s optimizers into absolute paths inside ``ckpt``,
+    checking each names a DCP checkpoint there (``.metadata``); in place."""
+    optimizers = state.get("optimizers")
+    if not isinstance(optimizers, dict):
+        return
+    for key, entry in optimizers.items():
+        rel = dcp_path(entry)
+        if rel is None:
+            continue
+        if not _inside(rel) or not (ckpt / rel / ".metadata").is_file():
+            raise _corrupt(ckpt, "algorithm.pt", f"names a sharded optimizer {rel!r} not found")
+        optimizers[key] = {DCP_MARKER: str(ckpt / rel)}
 
 
 def _load_reference(ckpt: Path, key: str, policy: Policy, listed: bool) -> None:

@@ -16,10 +16,13 @@ starts N copies of the command; :func:`~llm_marl.train.run.run` then, on every r
    :mod:`llm_marl.algos.update`); then the samplers are refreshed from the sharded weights,
    streamed one parameter at a time (:func:`~llm_marl.policies.sharded.push_weights`).
 
-Only rank 0 evaluates, logs, plots and checkpoints; its checkpoints hold the consolidated
-weights (the samplers' copies) and no optimizer state, so ``--trainer.resume`` is refused for
-a sharded run. Sampling on rank 0 uses the same weights and seeds as a single process, so
-the run equals the single-process run of the same config up to float rounding.
+Only rank 0 evaluates, logs and plots. A checkpoint holds what one process's holds -- the
+consolidated weights (the samplers' copies, ``hf:``-loadable), KL references, algorithm and
+RNG state -- plus each sharded policy's weights and optimizer state written by every rank with
+``torch.distributed.checkpoint`` (see :class:`ShardedTrainer`). ``--trainer.resume`` continues
+it on the same number of ranks, on another, or in one process. Sampling on rank 0 uses the
+same weights and seeds as a single process, so the run equals the single-process run of the
+same config up to float rounding.
 """
 
 from __future__ import annotations
@@ -140,8 +143,9 @@ class SamplerEngine:
         return self.sampler._generate_ids(prompts, sampling)
 
     def sync_weights(self, policy: HFPolicy) -> None:
-        """Load the sharded policy's current weights into the sampler (collective)."""
-        push_weights(policy, self._load)
+        """Load the sharded policy's current weights (a LoRA policy: its adapter's) into the
+        sampler (collective)."""
+        push_weights(policy, self._load, adapter_only=policy.adapter is not None)
 
     def _load(self, stream: Iterable[tuple[str, torch.Tensor]]) -> None:
         import torch
@@ -149,7 +153,8 @@ class SamplerEngine:
         from llm_marl.policies.sharded import full_weights
 
         # full_weights of an unsharded policy yields its own parameters (detached views).
-        targets = dict(full_weights(self.sampler))
+        adapter_only = self.sampler.adapter is not None
+        targets = dict(full_weights(self.sampler, adapter_only=adapter_only))
         with torch.no_grad():
             for name, tensor in stream:
                 targets[name].copy_(tensor)
@@ -164,7 +169,7 @@ class _GatherOnly:
         raise RuntimeError("only rank 0 samples in a sharded learner")
 
     def sync_weights(self, policy: HFPolicy) -> None:
-        push_weights(policy, None)
+        push_weights(policy, None, adapter_only=policy.adapter is not None)
 
 
 def shard_learners(
@@ -173,14 +178,18 @@ def shard_learners(
     """Shard every distinct trainable policy over the default group, in place.
 
     Rank 0's weights (after the format warm-up) are broadcast first, so every rank shards the
-    same model; rank 0 keeps an unsharded copy as the policy's :class:`SamplerEngine`.
-    Returns ``policies``.
+    same model; rank 0 keeps an unsharded copy as the policy's :class:`SamplerEngine`. LoRA
+    policies over one base share it: the base with all its adapters is broadcast, copied and
+    sharded once, and each adapter's sampler is that adapter on the copy. Returns
+    ``policies``.
     """
     import torch.distributed as dist
 
     from llm_marl.policies.hf import HFPolicy
 
     seen: set[int] = set()
+    models: set[int] = set()
+    copies: dict[int, Any] = {}  # rank 0: id(trained model) -> its unsharded copy
     for agent, policy in policies.items():
         if not policy.trainable or id(policy) in seen:
             continue
@@ -188,25 +197,41 @@ def shard_learners(
         if not isinstance(policy, HFPolicy):
             raise ConfigError(f"agent {agent!r}: only HF policies can be sharded")
         for model in (policy.model, policy.reference_model):
-            if model is not None:
+            if model is not None and id(model) not in models:
+                models.add(id(model))
                 for tensor in [*model.parameters(), *model.buffers()]:
                     dist.broadcast(tensor.data, src=0)
         engine: Any = _GatherOnly()
         if group.rank == 0:
-            sampler = HFPolicy(
-                copy.deepcopy(policy._base),
-                policy.tokenizer,
-                name=policy.name,
-                chat_template_kwargs=policy.chat_template_kwargs,
-                prompt_mode=policy.prompt_mode,
-            )
-            sampler.share_prompts = policy.share_prompts
-            engine = SamplerEngine(sampler)
+            engine = SamplerEngine(_sampler(policy, copies))
         shard_policy(policy, ShardingConfig(mixed_precision=config.mixed_precision))
         # The Trainer's sync_samplers() loads the sharded weights into it before the first
         # rollout and after every update (a collective: every rank calls it).
         policy.generation_engine = engine
     return dict(policies)
+
+
+def _sampler(policy: HFPolicy, copies: dict[int, Any]) -> HFPolicy:
+    """An unsharded copy of ``policy`` to sample with (a LoRA policy: its adapter on one copy
+    of the shared base, made once per base)."""
+    from llm_marl.policies.hf import HFPolicy
+
+    if policy.adapter is None:
+        model, adapter = copy.deepcopy(policy._base), None
+    else:
+        if id(policy.model) not in copies:
+            copies[id(policy.model)] = copy.deepcopy(policy.model)
+        model, adapter = copies[id(policy.model)], policy.adapter
+    sampler = HFPolicy(
+        model,
+        policy.tokenizer,
+        name=policy.name,
+        adapter=adapter,
+        chat_template_kwargs=policy.chat_template_kwargs,
+        prompt_mode=policy.prompt_mode,
+    )
+    sampler.share_prompts = policy.share_prompts
+    return sampler
 
 
 class _Consolidated:
@@ -222,18 +247,43 @@ class _Consolidated:
     def save(self, path: str | os.PathLike[str]) -> None:
         self.sampler.save(path)
 
+    def load(self, path: str | os.PathLike[str]) -> None:
+        # Checks the consolidated weights fit; the sharded policy itself is loaded from the
+        # checkpoint's DCP folder, and the sampler is synced from it before the next rollout.
+        self.sampler.load(path)
+
 
 class ShardedTrainer(Trainer):
     """The :class:`Trainer` of a sharded learner: rank 0 plays, every rank updates.
 
     Every rank runs the same loop. Rank 0 collects each step's rollouts and broadcasts them;
-    the update is collective; only rank 0 evaluates and checkpoints (the other ranks' loop
-    writes into a throwaway ``output_dir``, see :func:`rank_output_dir`).
+    the update is collective; only rank 0 evaluates and writes the run's files (the other
+    ranks' loop writes into a throwaway ``output_dir``, see :func:`rank_output_dir`).
+
+    Checkpoints: rank 0 writes the consolidated weights (``policies/<key>``, loadable as
+    ``hf:PATH``), the KL references, the algorithm state and its RNG state, as one process
+    does; every rank writes its shards of each sharded policy's trainable weights and
+    optimizer state into the same checkpoint's ``sharded/<key>`` folder with
+    ``torch.distributed.checkpoint``. ``--trainer.resume`` reads them back on any number of
+    ranks, or in one process (:meth:`Trainer.load_algorithm_state`).
     """
 
     def __init__(self, *args: Any, group: LearnerGroup, **kwargs: Any) -> None:
+        from llm_marl.train.sharded_checkpoint import sharded_learners
+
         super().__init__(*args, **kwargs)
         self.group = group
+        learners = {id(policy) for policy, _ in sharded_learners(self.algorithm).values()}
+        missing = sorted(
+            agent
+            for agent, policy in self.policies.items()
+            if getattr(policy, "data_parallel", None) is not None and id(policy) not in learners
+        )
+        if missing:
+            raise ConfigError(
+                f"algorithm {self.algorithm.name!r} keeps no optimizer per policy for agents "
+                f"{missing}: it cannot train a sharded learner"
+            )
 
     def play_step(self, step: int) -> list[Any]:
         """Rank 0's rollouts of step ``step``, on every rank."""
@@ -247,21 +297,51 @@ class ShardedTrainer(Trainer):
         """Rank 0's evaluation (its samplers play); other ranks get ``{}``."""
         return super().evaluate(*args, **kwargs) if self.group.rank == 0 else {}
 
-    def save_checkpoint(self) -> Path:
-        """Rank 0 writes the consolidated weights (its samplers' copies, synced after every
-        update) and no optimizer state; other ranks write nothing."""
-        from llm_marl.policies.quiet import quiet_transformers
-        from llm_marl.train.checkpoint import save_checkpoint
-
-        if self.group.rank != 0:
-            return self.output_dir
-        views: dict[int, Any] = {}  # one per policy object: agents sharing it share a key
+    def _views(self) -> dict[str, Any]:
+        """agent -> what rank 0's checkpoint saves and loads for it (see
+        :class:`_Consolidated`); agents sharing a policy share a view."""
+        views: dict[int, Any] = {}
         for policy in self.policies.values():
             engine = getattr(policy, "generation_engine", None)
             if isinstance(engine, SamplerEngine) and id(policy) not in views:
                 reference = getattr(policy, "reference_model", None)
                 views[id(policy)] = _Consolidated(engine.sampler, reference)
-        policies = {a: views.get(id(p), p) for a, p in self.policies.items()}
+        return {a: views.get(id(p), p) for a, p in self.policies.items()}
+
+    def _write_shards(self, folder: Path) -> None:
+        """Every rank: each sharded policy's weights and optimizer state to
+        ``folder/sharded/<key>`` (DCP; collective)."""
+        from llm_marl.train.checkpoint import SHARDED
+        from llm_marl.train.sharded_checkpoint import save_sharded, sharded_learners
+
+        for key, (policy, optimizer) in sorted(sharded_learners(self.algorithm).items()):
+            save_sharded(folder / SHARDED / key, policy, optimizer)
+
+    def save_checkpoint(self) -> Path:
+        """Collective: rank 0 writes the checkpoint and every rank its DCP shards into it
+        (rank 0 broadcasts the folder being built); other ranks return their ``output_dir``."""
+        import torch.distributed as dist
+
+        from llm_marl.policies.quiet import quiet_transformers
+        from llm_marl.train.checkpoint import DCP_MARKER, SHARDED, save_checkpoint
+        from llm_marl.train.sharded_checkpoint import sharded_learners
+
+        if self.group.rank != 0:
+            box: list[Any] = [None]
+            dist.broadcast_object_list(box, src=0)
+            self._write_shards(Path(box[0]))
+            return self.output_dir
+
+        def write_shards(folder: Path) -> None:
+            dist.broadcast_object_list([str(folder)], src=0)
+            self._write_shards(folder)
+
+        state = self.algorithm.state_dict()
+        # The optimizers' sharded states go to DCP; algorithm.pt names their folders.
+        optimizers = dict(state.get("optimizers", {}))
+        for key in sharded_learners(self.algorithm):
+            optimizers[key] = {DCP_MARKER: f"{SHARDED}/{key}"}
+        state["optimizers"] = optimizers
         extra = {
             "algorithm": self.algorithm.name,
             "env": _env_name(self.env),
@@ -269,5 +349,46 @@ class ShardedTrainer(Trainer):
         }
         with quiet_transformers():
             return save_checkpoint(
-                self.output_dir, self.step, policies, {}, extra, keep=self.config.keep_checkpoints
+                self.output_dir,
+                self.step,
+                self._views(),
+                state,
+                extra,
+                keep=self.config.keep_checkpoints,
+                write_extra=write_shards,
             )
+
+    def resume(self) -> tuple[Path, int, dict[str, Any], dict[str, Any]] | None:
+        """Collective: rank 0 finds and checks the newest checkpoint (falling back past a
+        corrupt one, as one process does) and loads its consolidated weights, KL references and
+        RNG state; it broadcasts the outcome; then every rank takes rank 0's KL references and
+        reads the sharded weights and optimizer states from the checkpoint's DCP folders."""
+        import torch.distributed as dist
+
+        from llm_marl.policies.quiet import quiet_transformers
+        from llm_marl.train.checkpoint import resume_latest
+
+        box: list[Any] = [None]
+        if self.group.rank == 0:
+            try:
+                with quiet_transformers():
+                    # The algorithm state is applied below, on every rank together.
+                    box[0] = resume_latest(self.output_dir, self._views(), lambda state: None)
+            except BaseException as exc:
+                dist.broadcast_object_list([exc], src=0)  # the other ranks raise it too
+                raise
+        dist.broadcast_object_list(box, src=0)
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        resumed: tuple[Path, int, dict[str, Any], dict[str, Any]] | None = box[0]
+        if resumed is None:
+            return None
+        seen: set[int] = set()
+        for policy in self.policies.values():
+            reference = getattr(policy, "reference_model", None)
+            if reference is not None and id(policy) not in seen:
+                seen.add(id(policy))
+                for tensor in [*reference.parameters(), *reference.buffers()]:
+                    dist.broadcast(tensor.data, src=0)
+        self.load_algorithm_state(resumed[2])
+        return resumed

@@ -70,6 +70,17 @@ _QWEN25_3B = {
 KNOWN_SHAPES: dict[str, dict[str, Any]] = {
     # The paper presets' models, from their published config.json files, so that a plan
     # needs no download. Used only when the config is not found locally or in the HF cache.
+    # Checked (2026-11-28) against copies of those files in public GitHub repositories:
+    # - Qwen2.5-3B, Qwen2.5-7B, Qwen3-14B, Llama-3.2-3B: the config.json files collected in
+    #   github.com/citsjtu2020/LLM-Prof, sglang/Model_Config.md (base models; their Instruct
+    #   versions share the shapes). Every field below matches.
+    # - Qwen2.5-Coder-3B: its model card (mirrored in github.com/ZHUI/paddlenlp_model_readme,
+    #   Qwen/Qwen2.5-Coder-3B/index.md): 36 layers, 16 Q / 2 KV heads, tied embeddings,
+    #   3.09B parameters -- the Qwen2.5-3B shape, which counts 3.09B here too.
+    # - Qwen3-1.7B: github.com/zyzshishui/slime, scripts/models/qwen3-1.7B.sh (28 layers,
+    #   hidden 2048, FFN 6144, 16 heads, 8 KV groups, head dim 128, vocab 151936); tied
+    #   embeddings from the 1.72B total in github.com/keras-team/keras-hub,
+    #   keras_hub/src/models/qwen3/qwen3_presets.py (untied it would be 2.03B).
     "Qwen/Qwen2.5-3B-Instruct": _QWEN25_3B,
     "Qwen/Qwen2.5-Coder-3B": _QWEN25_3B,
     "Qwen/Qwen2.5-7B-Instruct": {

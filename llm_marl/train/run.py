@@ -584,11 +584,6 @@ def _run_sharded(config: RunConfig) -> TrainResult:
 
     pc, tc = config.policies, config.trainer
     check_launch(pc.world_size)  # before anything else: how to launch it, in one line
-    if tc.resume:
-        raise ConfigError(
-            f"policies.world_size={pc.world_size}: resuming a sharded learner's run is not "
-            "supported yet (its checkpoints hold weights only); drop --trainer.resume"
-        )
     if tc.executor != "local":
         raise ConfigError(
             f"policies.world_size={pc.world_size}: rank 0 plays the rollouts in process; "

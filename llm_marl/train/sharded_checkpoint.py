@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llm_marl.errors import CheckpointError
+from llm_marl.errors import CheckpointError, ConfigError
 from llm_marl.policies.sharded import data_parallel
 from llm_marl.tools.files import replace_dir
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from llm_marl.policies.hf import HFPolicy
 
-__all__ = ["load_sharded", "save_sharded"]
+__all__ = ["load_sharded", "restore_optimizers", "save_sharded", "sharded_learners"]
 
 
 def _options() -> Any:
@@ -101,6 +101,10 @@ def load_sharded(
     if not (src / ".metadata").is_file():
         raise CheckpointError(f"{src} is not a sharded checkpoint (no .metadata)")
     dp = data_parallel(policy)
+    # get_state_dict builds a fresh optimizer's state (a zero-lr step) so that DCP has
+    # tensors to load into -- but not when a gradient is left over (e.g. from a format
+    # warm-up): it would then load no moments at all. The checkpoint replaces them anyway.
+    optimizer.zero_grad(set_to_none=True)
     model_state, optim_state = get_state_dict(policy.model, optimizer, options=_options())
     state: dict[str, Any] = {"model": model_state, "optimizer": optim_state}
     if scheduler is not None:
@@ -115,3 +119,49 @@ def load_sharded(
     )
     if scheduler is not None:
         scheduler.load_state_dict(state["scheduler"])
+
+
+def sharded_learners(algorithm: Any) -> dict[str, tuple[HFPolicy, Optimizer]]:
+    """``key -> (policy, optimizer)`` of the algorithm's trainable policies that are sharded
+    (the keys of ``algorithm.groups``, one optimizer each)."""
+    groups = getattr(algorithm, "groups", {}) or {}
+    optimizers = getattr(algorithm, "optimizers", {}) or {}
+    return {
+        key: (policy, optimizers[key])
+        for key, (policy, _) in groups.items()
+        if data_parallel(policy) is not None and key in optimizers
+    }
+
+
+def restore_optimizers(algorithm: Any, state: dict[str, Any]) -> None:
+    """Load the DCP checkpoints that ``state["optimizers"]`` names into the algorithm's
+    policies and optimizers, and put each optimizer's loaded state in its entry, in place.
+
+    ``state`` is an ``algorithm.pt`` read by :func:`~llm_marl.train.checkpoint.load_checkpoint`
+    (markers resolved to absolute paths); ``algorithm.load_state_dict(state)`` then restores
+    the rest as for any checkpoint. The policies may be sharded over any number of ranks
+    (every rank calls it) or be plain single-process policies. A sharded policy whose entry
+    holds a plain optimizer state (a single-process run's checkpoint) is refused.
+    """
+    from llm_marl.train.checkpoint import dcp_path
+
+    entries = state.get("optimizers")
+    if not isinstance(entries, dict):
+        return
+    groups = getattr(algorithm, "groups", {}) or {}
+    optimizers = getattr(algorithm, "optimizers", {}) or {}
+    for key, entry in entries.items():
+        path = dcp_path(entry)
+        if key not in optimizers or key not in groups:
+            continue  # algorithm.load_state_dict names the mismatch
+        policy = groups[key][0]
+        if path is None:
+            if data_parallel(policy) is not None:
+                raise ConfigError(
+                    f"the checkpoint's optimizer of {key!r} was saved by a single-process run; "
+                    "a sharded learner resumes only sharded checkpoints: resume it with "
+                    "policies.world_size 1"
+                )
+            continue
+        load_sharded(path, policy, optimizers[key])
+        entries[key] = optimizers[key].state_dict()

@@ -467,8 +467,6 @@ class Trainer:
     def _train(self) -> TrainResult:
         from tqdm.auto import tqdm
 
-        from llm_marl.policies.quiet import quiet_transformers
-        from llm_marl.train.checkpoint import resume_latest
         from llm_marl.train.logging import MetricsLogger, plot_rewards
 
         cfg = self.config
@@ -478,10 +476,7 @@ class Trainer:
             # Falls back past corrupt checkpoints (with a warning); restores weights, KL
             # references, optimizer and RNG states, so that the resumed run is the same run.
             # A checkpoint that does not fit this run raises here and is left as it is.
-            with quiet_transformers():
-                resumed = resume_latest(
-                    self.output_dir, self.policies, self.algorithm.load_state_dict
-                )
+            resumed = self.resume()
             if resumed is not None:
                 ckpt, start, _, meta = resumed
                 self._check_resumed_algorithm(ckpt, meta)
@@ -631,6 +626,24 @@ class Trainer:
                 after_update()
         if self.executor is not None:  # executor="ray": the remote engines (once started)
             self.executor.sync_weights()
+
+    def resume(self) -> tuple[Path, int, dict[str, Any], dict[str, Any]] | None:
+        """Load the newest checkpoint of ``output_dir`` that loads (weights, KL references,
+        algorithm and RNG state): ``(path, step, algorithm state, trainer.json)``, or ``None``
+        when there is none (see :func:`~llm_marl.train.checkpoint.resume_latest`)."""
+        from llm_marl.policies.quiet import quiet_transformers
+        from llm_marl.train.checkpoint import resume_latest
+
+        with quiet_transformers():
+            return resume_latest(self.output_dir, self.policies, self.load_algorithm_state)
+
+    def load_algorithm_state(self, state: dict[str, Any]) -> None:
+        """Restore a checkpoint's algorithm state; the optimizers a sharded learner saved with
+        DCP are read from their folders first (on any number of ranks, or in one process)."""
+        from llm_marl.train.sharded_checkpoint import restore_optimizers
+
+        restore_optimizers(self.algorithm, state)
+        self.algorithm.load_state_dict(state)
 
     def _check_resumed_algorithm(self, ckpt: Path, meta: Mapping[str, Any]) -> None:
         """Warn when the checkpoint was trained by another algorithm (its state still loaded)."""

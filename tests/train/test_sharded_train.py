@@ -1,10 +1,16 @@
 """``llm-marl train`` with a sharded learner, launched by torchrun: 2 gloo ranks train the toy
-preset and end with the single-process run's weights and metrics."""
+preset and end with the single-process run's weights and metrics; its checkpoints resume on 2
+ranks (bit-identical continuation) and in one process, and its consolidated weights evaluate
+as ``hf:PATH`` in ``llm-marl eval``.
+
+The launches are slow (torchrun, 2 processes): one module-scoped pair of runs (one process,
+2 ranks) serves several tests."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +43,8 @@ RUN = [
     "false",
     "--trainer.plot",
     "false",
+    "--trainer.save_every",  # a checkpoint after step 1 too: the resumes start there
+    "1",
 ]
 
 
@@ -63,33 +71,52 @@ def _torchrun(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400, cwd=ROOT)
 
 
-def _weights(out: Path) -> dict[str, dict[str, torch.Tensor]]:
-    policies = out / "checkpoints" / "step-000002" / "policies"
+def _weights(out: Path, step: int = 2) -> dict[str, dict[str, torch.Tensor]]:
+    policies = out / "checkpoints" / f"step-{step:06d}" / "policies"
     return {p.name: load_file(str(p / "model.safetensors")) for p in sorted(policies.iterdir())}
 
 
 def _rows(out: Path) -> list[dict[str, float]]:
     lines = (out / "metrics.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines]
+    rows = [json.loads(line) for line in lines]
+    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
 
 
-@pytest.mark.slow
-def test_torchrun_two_ranks_train_like_one_process(tmp_path: Path) -> None:
-    single, sharded = tmp_path / "single", tmp_path / "sharded"
+def _cut_after_step_1(src: Path, dest: Path) -> Path:
+    """A copy of a finished 2-step run as if it had been killed after step 1's checkpoint."""
+    shutil.copytree(src, dest)
+    shutil.rmtree(dest / "checkpoints" / "step-000002")
+    (dest / "checkpoints" / "latest").write_text("step-000001")
+    return dest
+
+
+def _assert_close(a: dict[str, dict[str, torch.Tensor]], b: dict[str, dict[str, torch.Tensor]]):
+    assert set(a) == set(b) == {"left", "right"}
+    for agent in a:
+        assert set(a[agent]) == set(b[agent])
+        for name, tensor in a[agent].items():
+            torch.testing.assert_close(b[agent][name], tensor, atol=1e-4, rtol=1e-3)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The same 2-step run in one process and on 2 torchrun ranks."""
+    tmp = tmp_path_factory.mktemp("sharded-train")
+    single, sharded = tmp / "single", tmp / "sharded"
     assert main([*RUN, "--trainer.output_dir", str(single)]) == 0
     proc = _torchrun(sharded)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return single, sharded
 
+
+@pytest.mark.slow
+def test_torchrun_two_ranks_train_like_one_process(runs: tuple[Path, Path]) -> None:
+    single, sharded = runs
     # Same weights at the end: the same samples (rank 0 samples with the synced weights and
     # the same seeds) and the same update maths (sliced per rank, normalisers summed). AdamW
     # turns the sums' different rounding on near-zero gradients into ~lr-sized steps on a few
     # elements, hence atol 1e-4; a missed weight sync changes the samples and much more.
-    one, two = _weights(single), _weights(sharded)
-    assert set(one) == set(two) == {"left", "right"}
-    for agent in one:
-        assert set(one[agent]) == set(two[agent])
-        for name, tensor in one[agent].items():
-            torch.testing.assert_close(two[agent][name], tensor, atol=1e-4, rtol=1e-3)
+    _assert_close(_weights(single), _weights(sharded))
     # The run learned (non-zero gradients) and logged as one process would, on rank 0 only.
     rows_one, rows_two = _rows(single), _rows(sharded)
     assert [r["step"] for r in rows_two] == [1, 2]
@@ -99,8 +126,64 @@ def test_torchrun_two_ranks_train_like_one_process(tmp_path: Path) -> None:
             if key in a:
                 assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), key
     assert (sharded / "config.yaml").is_file()
-    meta = json.loads((sharded / "checkpoints" / "step-000002" / "trainer.json").read_text())
+    ckpt = sharded / "checkpoints" / "step-000002"
+    meta = json.loads((ckpt / "trainer.json").read_text())
     assert meta["sharded_learner"] == 2 and meta["policies"] == {"left": "left", "right": "right"}
+    # Every rank's DCP shards are in the checkpoint, listed and checksummed with the rest.
+    for agent in ("left", "right"):
+        assert (ckpt / "sharded" / agent / ".metadata").is_file()
+        shards = {f for f in meta["sha256"] if f.startswith(f"sharded/{agent}/")}
+        assert {f"sharded/{agent}/__0_0.distcp", f"sharded/{agent}/__1_0.distcp"} <= shards
+
+
+@pytest.mark.slow
+def test_torchrun_resume_on_two_ranks_continues_bit_identically(
+    runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, sharded = runs
+    cut = _cut_after_step_1(sharded, tmp_path / "cut")
+    proc = _torchrun(cut, "--trainer.resume", "true")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "resuming from step 1" in proc.stdout
+    # The optimizer moments, the scheduler, the RNG and the weights came back exactly.
+    whole, resumed = _weights(sharded), _weights(cut)
+    for agent in whole:
+        for name, tensor in whole[agent].items():
+            assert torch.equal(resumed[agent][name], tensor), (agent, name)
+    assert _rows(cut) == _rows(sharded)
+
+
+@pytest.mark.slow
+def test_sharded_checkpoint_resumes_in_one_process(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    single, sharded = runs
+    cut = _cut_after_step_1(sharded, tmp_path / "cut")
+    assert main([*RUN, "--trainer.output_dir", str(cut), "--trainer.resume", "true"]) == 0
+    # The same continuation as the uninterrupted runs, to the float tolerance of 2 vs 1 ranks.
+    _assert_close(_weights(single), _weights(cut))
+    _assert_close(_weights(sharded), _weights(cut))
+    rows_two, rows_cut = _rows(sharded), _rows(cut)
+    assert [r["step"] for r in rows_cut] == [1, 2]
+    assert rows_cut[0] == rows_two[0]  # kept from the sharded run
+    for key in ("reward", "loss", "grad_norm", "kl", "eval/reward"):
+        if key in rows_two[1]:
+            assert rows_cut[1][key] == pytest.approx(rows_two[1][key], rel=1e-4, abs=1e-6), key
+
+
+@pytest.mark.slow
+def test_sharded_run_consolidated_weights_evaluate_as_hf(
+    runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    reports = []
+    for run in runs:  # one process, then 2 ranks: the same weights play the same episodes
+        ckpt = run / "checkpoints" / "step-000002" / "policies"
+        out = tmp_path / f"{run.name}.json"
+        argv = ["eval", "--env", "coordination-v0", "--samples", "2", "--no-progress"]
+        argv += ["--agent", f"left=hf:{ckpt / 'left'}", "--agent", f"right=hf:{ckpt / 'right'}"]
+        assert main([*argv, "--output", str(out)]) == 0
+        reports.append(json.loads(out.read_text())["benchmarks"]["coordination-v0"])
+    assert reports[0]["num_problems"] == reports[1]["num_problems"] > 0
+    for key in ("mean_reward", "pass@1"):
+        assert reports[1][key] == pytest.approx(reports[0][key]), key
 
 
 def test_world_size_without_torchrun_is_one_line(monkeypatch, capsys, tmp_path: Path) -> None:
@@ -117,7 +200,6 @@ def test_world_size_without_torchrun_is_one_line(monkeypatch, capsys, tmp_path: 
 @pytest.mark.parametrize(
     ("flag", "value", "words"),
     [
-        ("--trainer.resume", "true", "resuming a sharded learner"),
         ("--policies.lora", "true", "LoRA"),
         ("--policies.backend", "vllm", "backend vllm"),
         ("--trainer.executor", "ray", "executor ray"),
