@@ -90,7 +90,9 @@ def _cut_after_step_1(src: Path, dest: Path) -> Path:
     return dest
 
 
-def _assert_close(a: dict[str, dict[str, torch.Tensor]], b: dict[str, dict[str, torch.Tensor]]):
+def _assert_close(
+    a: dict[str, dict[str, torch.Tensor]], b: dict[str, dict[str, torch.Tensor]]
+) -> None:
     assert set(a) == set(b) == {"left", "right"}
     for agent in a:
         assert set(a[agent]) == set(b[agent])
