@@ -11,9 +11,16 @@ import argparse
 import importlib
 import inspect
 import sys
+import warnings
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+
+from docstring_md import markdown
+from docstrings import Resolver
 
 import llm_marl
+from llm_marl.envs.base import LLMParallelEnv
 from llm_marl.envs.registration import _load_entry_point
 
 OUT = Path(__file__).parent / "envs"
@@ -23,16 +30,14 @@ API_MEMBERS = ("setup_episode", "transition", "reset", "step", "end_episode", "s
 
 
 def page(env_id: str) -> str:
+    """An env's page: a summary table from its spec and class, then its module docstring."""
     spec = llm_marl.spec(env_id)
     factory = _load_entry_point(spec.entry_point, env_id)
     module = importlib.import_module(factory.__module__)
     doc = inspect.cleandoc(module.__doc__ or factory.__doc__ or "(undocumented)")
-    kwargs = ", ".join(f"{k}={v!r}" for k, v in spec.kwargs.items()) or "none"
-    agents = ", ".join(f"`{a}`" for a in getattr(factory, "possible_agents", []))
     return (
-        f"# `{env_id}`\n\n{spec.description}\n\n"
-        f"Entry point: `{spec.entry_point}` · registered defaults: {kwargs} · agents: {agents}\n\n"
-        f"```text\n{doc}\n```\n\n"
+        f"# `{env_id}`\n\n{spec.description}\n\n{summary_table(env_id)}\n"
+        f"{markdown(doc, _module_resolver(module))}\n"
         f"The env API and its vocabulary (step, max_steps, phase, turn): [api.md]({API_PAGE}).\n"
     )
 
@@ -41,16 +46,103 @@ def api_page() -> str:
     """The env API: the base module's docstring (contract, vocabulary) and the main members."""
     from llm_marl.envs import base
 
+    resolve = _module_resolver(base, base.LLMParallelEnv)
     parts = [
         "# The env API (`llm_marl.envs.base`)\n",
-        f"```text\n{inspect.cleandoc(base.__doc__ or '')}\n```\n",
+        markdown(inspect.cleandoc(base.__doc__ or ""), resolve),
+        "## The main members of `LLMParallelEnv`\n",
     ]
     for name in API_MEMBERS:
         member = getattr(base.LLMParallelEnv, name)
-        signature = _unquoted(inspect.signature(member))
         doc = inspect.getdoc(member) or ""
-        parts.append(f"## `LLMParallelEnv.{name}{signature}`\n\n```text\n{doc}\n```\n")
+        parts.append(
+            f"### `{name}`\n\n```python\n{_signature(name, member)}\n```\n\n"
+            + markdown(doc, resolve, level=4)
+        )
     return "\n".join(parts)
+
+
+def _module_resolver(module: ModuleType, scope: type | None = None) -> Resolver:
+    """Resolve a role's name as Python would inside ``module`` (and class ``scope``): the full
+    dotted path of what the name refers to there, or None when it is not defined there."""
+
+    def resolve(name: str) -> str | None:
+        head, _, rest = name.partition(".")
+        if scope is not None and head in vars(scope):
+            path = f"{scope.__module__}.{scope.__qualname__}.{head}"
+        elif head in vars(module):
+            obj = vars(module)[head]
+            if isinstance(obj, ModuleType):
+                path = obj.__name__
+            elif getattr(obj, "__qualname__", None) and getattr(obj, "__module__", None):
+                path = f"{obj.__module__}.{obj.__qualname__}"
+            else:
+                path = f"{module.__name__}.{head}"
+        else:
+            return None
+        return f"{path}.{rest}" if rest else path
+
+    return resolve
+
+
+def summary(env_id: str) -> dict[str, str]:
+    """The rows of an env's summary table, each a Markdown cell, read from the registry spec and
+    from the env ``make(env_id)`` builds (so the table says what the code does)."""
+    spec = llm_marl.spec(env_id)
+    with warnings.catch_warnings():  # a missing data set falls back to a sample: same table
+        warnings.simplefilter("ignore")
+        env = llm_marl.make(env_id)
+    try:
+        base = env.unwrapped
+        agents = base.possible_agents
+        low, high = base.reward_range
+        versions = sorted(
+            (
+                s
+                for s in llm_marl.registry.values()
+                if (s.namespace, s.name) == (spec.namespace, spec.name)
+            ),
+            key=lambda s: s.version,
+        )
+        return {
+            "Import": f'`llm_marl.make("{env_id}")`',
+            "Agents": f"{len(agents)}: " + ", ".join(f"`{a}`" for a in agents),
+            "Who acts when": base.turn_order or "(not stated)",
+            "Action": f"the completion, any text: `{_same(env.action_space, agents)}`",
+            "Observation": f"the agent's own chat: `{_same(env.observation_space, agents)}`",
+            "Reward": f"joint (every agent gets it), per step in [{low:g}, {high:g}]",
+            "Chance level": _chance(base),
+            "Max steps": str(base.max_steps),
+            "Version": f"v{spec.version}; registered: " + ", ".join(f"`{s.id}`" for s in versions),
+            "Entry point": f"`{spec.entry_point}`",
+            "Registered defaults": ", ".join(f"`{k}={v!r}`" for k, v in spec.kwargs.items())
+            or "none",
+        }
+    finally:
+        env.close()
+
+
+def _chance(env: LLMParallelEnv) -> str:
+    """The computed chance level (``chance_level()``, per episode) where the env has one, and
+    its one-line note."""
+    computed = getattr(env, "chance_level", None)
+    if callable(computed):
+        return f"{computed():.3g} per episode (`chance_level()`): {env.chance_note}"
+    return env.chance_note or "(not stated)"
+
+
+def summary_table(env_id: str) -> str:
+    """The summary table (PettingZoo's layout: one row per property, the first as the header)."""
+    rows = [f"| {key} | {value} |" for key, value in summary(env_id).items()]
+    return "\n".join([rows[0], "|---|---|", *rows[1:]]) + "\n"
+
+
+def _same(space: Callable[[str], object], agents: list[str]) -> str:
+    """The space every agent shares (our envs give all agents one space)."""
+    shown = {repr(space(a)) for a in agents}
+    if len(shown) != 1:
+        raise ValueError(f"agents have different spaces: {sorted(shown)}")
+    return shown.pop()
 
 
 def pages() -> dict[Path, str]:
@@ -67,6 +159,18 @@ def pages() -> dict[Path, str]:
         + "\n"
     )
     return out
+
+
+def _signature(name: str, member: Callable[..., object]) -> str:
+    """``LLMParallelEnv.name(...)``, one parameter a line when it is long (as a formatter would
+    write it), so that no line runs past the page's text column."""
+    signature = _unquoted(inspect.signature(member))
+    line = f"LLMParallelEnv.{name}{signature}"
+    if len(line) <= 72:
+        return line
+    params = "".join(f"    {p},\n" for p in signature.parameters.values())
+    returns = signature.replace(parameters=[]).__str__().removeprefix("()")
+    return f"LLMParallelEnv.{name}(\n{params}){returns}"
 
 
 class _Annotation(str):

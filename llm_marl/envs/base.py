@@ -171,6 +171,14 @@ class LLMParallelEnv(ParallelEnv):
     """The cap on steps per episode (see the module's vocabulary). Subclasses set their own."""
     spec: EnvSpec | None = None
     """The registry spec this env was made from (set by :func:`llm_marl.make`)."""
+    turn_order: ClassVar[str] = ""
+    """Who acts when, in one line (the summary table at the top of the env's docs page)."""
+    reward_range: tuple[float, float] = (-math.inf, math.inf)
+    """The bounds of one step's joint reward under this env's arguments (an env whose bounds
+    depend on its arguments sets them in ``__init__``); the docs page's summary table shows it."""
+    chance_note: ClassVar[str] = ""
+    """What random play earns, in one line (the docs page's summary table; an env that computes
+    its chance level has a ``chance_level()`` method, which the Trainer logs and the page shows)."""
     _abstract: ClassVar[bool] = True
 
     def __init_subclass__(cls, *, abstract: bool = False, **kwargs: Any) -> None:

@@ -255,6 +255,8 @@ class CodeCollabEnv(LLMParallelEnv):
 
     metadata = {"name": "coop_humaneval-v0"}
     possible_agents = ["helper", "main"]
+    turn_order = "`helper` and `main` together, once per round (`num_rounds`, default 1)"
+    chance_note = "0: text that defines no function earns nothing"
     single_agent = False
     default_benchmark = "coophumaneval"
 
@@ -346,6 +348,7 @@ class CodeCollabEnv(LLMParallelEnv):
         # reference's level_feedback prompt repeats).
         self._history: dict[str, tuple[list[str], list[str]]] = {}
         self.reward_config = CodeRewardConfig.coerce(reward)
+        self.reward_range = self.reward_config.bounds(self.single_agent)
         self._sandbox_spec = sandbox
         self._sandbox: Sandbox | None = None if isinstance(sandbox, str) else sandbox
         self._sandbox_lock = threading.Lock()
@@ -783,6 +786,7 @@ class CodeSingleEnv(CodeCollabEnv):
 
     metadata = {"name": "coop_humaneval_single-v0"}
     possible_agents = ["coder"]
+    turn_order = "`coder` alone, once per round (`num_rounds`, default 1)"
     single_agent = True
 
 

@@ -91,6 +91,26 @@ class CodeRewardConfig:
         """Accept a config, a dict of overrides (unknown keys are an error), or ``None``."""
         return coerce_settings(cls, value, "reward")
 
+    def bounds(self, single_agent: bool) -> tuple[float, float]:
+        """The lowest and the highest reward of one submission under these weights.
+
+        Any weight may be negative; the cooperation terms are paid only together with
+        ``main_defined``, ``syntax`` and ``aux_used`` (see :func:`code_reward`).
+        """
+
+        def negative(*weights: float) -> float:
+            return sum(min(w, 0.0) for w in weights)
+
+        low = negative(self.main_defined, self.syntax, self.tests)
+        if not single_agent:
+            cooperating = self.main_defined + self.syntax + self.aux_used
+            cooperating += negative(
+                self.tests, self.aux_defined, self.not_wrapper, self.aux_result_ignored
+            )
+            low = min(low + negative(self.aux_defined), cooperating)
+        low, top = min(low, 0.0), self.max_reward(single_agent)
+        return (low / top, 1.0) if self.normalize else (low, top)
+
     def max_reward(self, single_agent: bool) -> float:
         """The largest reward a submission can get under these weights."""
         base = max(self.main_defined, 0) + max(self.syntax, 0) + max(self.tests, 0)

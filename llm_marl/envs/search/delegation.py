@@ -59,6 +59,9 @@ class DelegationEnv(SpawningEnv):
 
     metadata = {"name": "delegation_toy-v0"}
     possible_agents = ["planner", "worker"]
+    turn_order = "`planner`; a delegation gives the `worker` one turn, then the `planner` answers"
+    reward_range = (0.0, 1.0)
+    chance_note = "uniformly random valid actions"
     max_steps = 3
 
     def __init__(

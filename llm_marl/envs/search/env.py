@@ -212,6 +212,10 @@ def _split(tasks: Sequence[Task], split: str) -> list[Task]:
 class _SearchEnv(LLMParallelEnv, abstract=True):
     """What both search envs share: data, the web, the tools, the scoring."""
 
+    chance_note = (
+        "0.1 with the defaults: a wrong final answer without tool calls keeps the format term"
+    )
+
     def __init__(
         self,
         tasks: Sequence[Task] | None = None,
@@ -276,6 +280,8 @@ class _SearchEnv(LLMParallelEnv, abstract=True):
         self.judge = judge
         self.accuracy_weight = float(accuracy_weight)
         self.format_weight = float(format_weight)
+        top = self.accuracy_weight + self.format_weight if reward == "matpo" else 1.0
+        self.reward_range = (0.0, top)
         self.max_tool_output_tokens = max_tool_output_tokens
         self.max_tool_output_chars = (
             CHARS_PER_TOKEN * max_tool_output_tokens
@@ -413,6 +419,10 @@ class WebSearchEnv(_SearchEnv, SpawningEnv):
 
     metadata = {"name": "websearch-v0"}
     possible_agents = ["planner", "worker"]
+    turn_order = (
+        "`planner`; each `delegate` call gives a new `worker` up to `max_worker_turns` turns, "
+        "whose report goes back to the `planner`"
+    )
 
     def __init__(
         self,
@@ -588,6 +598,7 @@ class WebSearchSingleEnv(_SearchEnv):
 
     metadata = {"name": "websearch_single-v0"}
     possible_agents = ["agent"]
+    turn_order = "`agent` alone, up to `max_turns` turns"
 
     def __init__(
         self, tasks: Sequence[Task] | None = None, *, max_turns: int = 6, **kwargs: Any

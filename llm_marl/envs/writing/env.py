@@ -171,6 +171,7 @@ class WritingEnv(LLMParallelEnv, abstract=True):
     single_agent: ClassVar[bool] = False
     lexical_spec: ClassVar[LexicalSpec] = TLDR
     first_share: ClassVar[float] = 1 / 3.5
+    chance_note = "none defined: the reward scores the form of free text (see Reward)"
     max_steps = 1
 
     def __init__(
@@ -192,6 +193,9 @@ class WritingEnv(LLMParallelEnv, abstract=True):
             None if guards is False else GuardConfig.coerce(None if guards is True else guards)
         )
         self.reward_config = WritingRewardConfig.coerce(reward)
+        # relevance and redundancy are cosine similarities: each may be as low as -1
+        similarity = self.reward_config.relevance_weight + self.reward_config.redundancy_weight
+        self.reward_range = (-similarity, self.max_reward() + self.reward_config.redundancy_weight)
         if self.reward_config.judge_weight > 0 and judge is None:
             raise ValueError(
                 "reward judge_weight > 0 needs judge=<a scorer (task, p1, p2) -> [0, 1]>"
@@ -353,6 +357,7 @@ class TLDREnv(WritingEnv):
 
     metadata = {"name": "tldr-v0"}
     possible_agents = ["concise", "detailed"]
+    turn_order = "`concise` and `detailed` together, one step"
 
 
 class TLDRSingleEnv(WritingEnv):
@@ -360,6 +365,7 @@ class TLDRSingleEnv(WritingEnv):
 
     metadata = {"name": "tldr_single-v0"}
     possible_agents = ["writer"]
+    turn_order = "`writer` alone, one step"
     single_agent = True
 
 
@@ -368,6 +374,7 @@ class ArxivIntroEnv(WritingEnv):
 
     metadata = {"name": "arxiv_intro-v0"}
     possible_agents = ["background", "method"]
+    turn_order = "`background` and `method` together, one step"
     kind = "arxiv"
     lexical_spec = ARXIV
     first_share = 1 / 2.0
@@ -378,4 +385,5 @@ class ArxivIntroSingleEnv(ArxivIntroEnv):
 
     metadata = {"name": "arxiv_intro_single-v0"}
     possible_agents = ["writer"]
+    turn_order = "`writer` alone, one step"
     single_agent = True
