@@ -1,10 +1,10 @@
-"""Local vs Ray rollouts on one GPU: two engines sharing it, one learner, a real-size model.
+"""Local vs Ray rollouts on one GPU: two engines and two learners sharing it, a real-size model.
 
 Builds a random-init Qwen2 with Qwen2.5-0.5B's shape (nothing downloaded; the tokenizer is the
 tiny LM's, whose ids are valid in any larger vocabulary) and two LoRA adapters over it (the two
 agents of ``coordination-v0``, the toy MAGRPO preset's env), then trains ``--steps`` MAGRPO
-steps twice: with the local executor, and with ``executor="ray"`` (two generation engines with
-half the GPU each, two env workers; the learner stays in this process on the same GPU). Prints
+steps twice: with the local executor, and with ``executor="ray"`` (two generation engines and
+one learner actor per adapter, a quarter of the GPU each, two env workers). Prints
 rollout samples/s (episodes and generated tokens per second of ``collect``) side by side and
 checks that the two runs logged the same rewards. Run through ``scale_smoke.sh``.
 """
@@ -68,7 +68,11 @@ def run(path: str, executor: str, args: argparse.Namespace, out: Path) -> dict[s
         executor=executor,  # type: ignore[arg-type]
         env_workers=2,
         engines=2,
-        gpus_per_engine=0.5,
+        gpus_per_engine=0.25,
+        learner_gpus=0.25,  # one learner actor per LoRA adapter
+        cpus_per_engine=0.5,
+        cpus_per_env_worker=0.5,
+        learner_cpus=0.5,
     )
     trainer = Trainer(MAGRPO(MAGRPOConfig(lr=1e-4)), team, cfg)
     rows = trainer.train().history

@@ -259,7 +259,8 @@ def test_the_toy_preset_resumes_and_trains_on_learner_actors_with_the_local_numb
     argv = ["train", "--algo", "magrpo", "--preset", "toy-coordination"]
     argv += ["--group-size", "2", "--tasks-per-step", "2", "--eval-group-size", "1"]
     argv += ["--eval-tasks", "2", "--format-warmup-steps", "2", "--no-plot", "--no-progress"]
-    ray_flags = ["--executor", "ray", "--env-workers", "2", "--cpus-per-env-worker", "0.25"]
+    # One env worker (the collect test covers two): an engine and a learner per policy.
+    ray_flags = ["--executor", "ray", "--env-workers", "1", "--cpus-per-env-worker", "0.25"]
     ray_flags += ["--cpus-per-engine", "0.25", "--learner-cpus", "0.25"]
     argv += ["--steps", "2", "--save-every", "1"]
     local, remote = tmp_path / "local", tmp_path / "ray"

@@ -130,3 +130,21 @@ def test_the_micro_batcher_joins_seeded_requests_only():
     # a and b in one call (seeds in arrival order), c alone.
     assert sorted(n for n, _ in policy.calls) == [1, 2]
     assert {seeds for _, seeds in policy.calls} in ({(1, 2), None}, {(2, 1), None})
+
+
+def test_one_engine_pool_serves_a_frozen_agent_for_every_trainable_one(tiny_lm_path):
+    """Engines are per model, not per agent: two trainable LoRA adapters share one base's
+    pool, and one frozen policy object playing two seats is one policy on one pool."""
+    from llm_marl.policies.hf import HFPolicy
+
+    lora = HFPolicy.shared_lora(tiny_lm_path, ["a", "b"], trainable=True)
+    frozen = HFPolicy(tiny_lm_path, name="judge")
+    p = plan({"a": lora["a"], "b": lora["b"], "c": frozen, "d": frozen})
+    assert p.keys == {"a": "p0", "b": "p1", "c": "p2", "d": "p2"}
+    assert p.pool_of == {"p0": 0, "p1": 0, "p2": 1}
+    assert [[e.key for e in r.entries] for r in p.recipes] == [["p0", "p1"], ["p2"]]
+    assert [e.trainable for e in p.recipes[0].entries + p.recipes[1].entries] == [
+        True,
+        True,
+        False,
+    ]
