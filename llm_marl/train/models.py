@@ -301,18 +301,26 @@ def trainable_policies(
             "seed": seed,
             "chat_template_kwargs": config.chat_template_kwargs,
         }
-        if config.share:  # one adapter, trained by every agent's turns
-            name = "+".join(agents)
-            mode = {name: prompt_mode_of(config, agents)}
-            one = HFPolicy.shared_lora(base, [name], lora, prompt_mode=mode, **kwargs)
-            return dict.fromkeys(agents, one[name])
-        return HFPolicy.shared_lora(
-            base,
-            agents,
-            lora,
-            prompt_mode={a: prompt_mode_of(config, [a]) for a in agents},
-            **kwargs,
-        )
+        # peft draws the adapters' A matrices from torch's global generator: seeded here, so
+        # that the adapters start the same whatever ran before in this process (a test
+        # session; each rank of a sharded learner) and the run is the same run every time.
+        import torch
+
+        cuda = [torch.device(device).index or 0] if str(device).startswith("cuda") else []
+        with torch.random.fork_rng(devices=cuda):
+            torch.manual_seed(seed)
+            if config.share:  # one adapter, trained by every agent's turns
+                name = "+".join(agents)
+                mode = {name: prompt_mode_of(config, agents)}
+                one = HFPolicy.shared_lora(base, [name], lora, prompt_mode=mode, **kwargs)
+                return dict.fromkeys(agents, one[name])
+            return HFPolicy.shared_lora(
+                base,
+                agents,
+                lora,
+                prompt_mode={a: prompt_mode_of(config, [a]) for a in agents},
+                **kwargs,
+            )
     policies = {}
     for i, agent in enumerate(built):
         policies[agent] = HFPolicy(

@@ -595,11 +595,6 @@ def _run_sharded(config: RunConfig) -> TrainResult:
             f"the sharded policies; policies.backend {pc.backend} is not wired to a sharded "
             "learner yet"
         )
-    if pc.lora:
-        raise ConfigError(
-            f"policies.world_size={pc.world_size}: LoRA adapters share one base model, which "
-            "`llm-marl train` does not shard yet; train full models or use world_size 1"
-        )
     group = init_learner_group(pc)
     scratch = rank_output_dir(group.rank)
     try:

@@ -188,6 +188,37 @@ def test_sharded_run_consolidated_weights_evaluate_as_hf(
         assert reports[1][key] == pytest.approx(reports[0][key]), key
 
 
+def _adapters(out: Path) -> dict[str, dict[str, torch.Tensor]]:
+    policies = out / "checkpoints" / "step-000002" / "policies"
+    return {
+        p.name: load_file(str(p / "adapter_model.safetensors")) for p in sorted(policies.iterdir())
+    }
+
+
+@pytest.mark.slow
+def test_torchrun_lora_adapters_train_like_one_process(tmp_path: Path) -> None:
+    # Two adapters over one base, sharded together; rank 0 samples with a copy of the base
+    # whose adapters are refreshed after every update.
+    lora = ["--policies.lora", "true", "--policies.lora_rank", "4"]
+    single, sharded = tmp_path / "single", tmp_path / "sharded"
+    assert main([*RUN, *lora, "--trainer.output_dir", str(single)]) == 0
+    proc = _torchrun(sharded, *lora)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    one, two = _adapters(single), _adapters(sharded)
+    assert set(one) == set(two) == {"left", "right"}
+    for agent in one:
+        assert set(one[agent]) == set(two[agent]) and one[agent]
+        for name, tensor in one[agent].items():
+            torch.testing.assert_close(two[agent][name], tensor, atol=1e-4, rtol=1e-3)
+    rows_one, rows_two = _rows(single), _rows(sharded)
+    assert [r["step"] for r in rows_two] == [1, 2]
+    for a, b in zip(rows_one, rows_two):
+        assert a["grad_norm"] > 0
+        for key in ("reward", "loss", "grad_norm", "eval/reward"):
+            if key in a:
+                assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), key
+
+
 def test_world_size_without_torchrun_is_one_line(monkeypatch, capsys, tmp_path: Path) -> None:
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(name, raising=False)
@@ -202,7 +233,6 @@ def test_world_size_without_torchrun_is_one_line(monkeypatch, capsys, tmp_path: 
 @pytest.mark.parametrize(
     ("flag", "value", "words"),
     [
-        ("--policies.lora", "true", "LoRA"),
         ("--policies.backend", "vllm", "backend vllm"),
         ("--trainer.executor", "ray", "executor ray"),
     ],
