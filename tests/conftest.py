@@ -32,6 +32,23 @@ if DATA_DIR.is_dir():  # the library reads the variable itself (llm_marl.data.lo
     os.environ.setdefault("LLM_MARL_DATA_DIR", str(DATA_DIR))
 
 
+DOCKER_FIXTURES = frozenset({"docker_ready", "docker_sandbox"})
+"""The fixtures that start Docker containers (tests/tools/conftest.py)."""
+SLOW_MARKERS = ("docker", "vllm")
+"""Tests that need Docker, or vLLM in a venv of its own (CI's vllm job), are slow too."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects (the mark plugin's hook)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Docker- and vLLM-backed tests are ``slow`` too, so that the fast loop (``-m "not slow"``)
+    needs neither: those marked ``docker`` or ``vllm`` (a parametrised backend included) and
+    those using a Docker fixture. ``-m docker`` / ``-m vllm`` still select them."""
+    for item in items:
+        marked = any(item.get_closest_marker(name) is not None for name in SLOW_MARKERS)
+        if marked or DOCKER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The benchmark data directory (:data:`DATA_DIR`); fails, never skips, when it is missing."""

@@ -159,6 +159,7 @@ def _ray_imports(root: Path = PACKAGE) -> list[str]:
     return problems
 
 
+@pytest.mark.slow  # a fresh interpreter; 20 s in the fast loop at load 17 (#22)
 def test_ray_is_imported_only_lazily_inside_distributed() -> None:
     problems = _ray_imports()
     assert not problems, "\n".join(problems)

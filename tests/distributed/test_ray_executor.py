@@ -104,6 +104,7 @@ def _perturb(policy: HFPolicy, seed: int) -> None:
                 p.add_(torch.randn(p.shape, generator=gen) * 0.5)
 
 
+@pytest.mark.slow  # Ray actors; 254 (as two tests) s in the fast loop at load 17 (#22)
 def test_ray_collect_equals_local_and_weight_syncs_reach_the_engines(tiny_lm_path, tmp_path):
     # One executor for both proofs (actor starts dominate this module's time).
     lora = HFPolicy.shared_lora(tiny_lm_path, ["left"], trainable=True)["left"]
@@ -185,6 +186,7 @@ def _kill_when(flags: Path, name: str, pid: int) -> threading.Thread:
     return thread
 
 
+@pytest.mark.slow  # Ray actors; 281 s in the fast loop at load 17 (#22)
 def test_a_worker_or_engine_killed_mid_step_costs_its_episodes_only(tmp_path):
     team = {"left": SlowEngine(str(tmp_path)), "right": ScriptedPolicy(lambda c: "1")}
     with RayExecutor(RayResources(env_workers=2, engines=1, **HALF)) as ex:
@@ -293,6 +295,7 @@ def test_the_toy_preset_resumes_and_trains_on_learner_actors_with_the_local_numb
 # ---------------------------------------------------------------------------------- Ctrl-C
 
 
+@pytest.mark.slow  # Ray actors; 125 s in the fast loop at load 17 (#22)
 def test_ctrl_c_in_training_shuts_the_actors_down(tiny_lm_path, tmp_path, monkeypatch):
     shared = HFPolicy(tiny_lm_path, name="shared", trainable=True)  # one engine, one learner
     team = {"left": shared, "right": shared}

@@ -165,6 +165,7 @@ def _private_reads_of_other_objects(cls: ast.ClassDef) -> list[str]:
     return found
 
 
+@pytest.mark.slow  # 17 s in the fast loop at load 17 (#22)
 def test_no_wrapper_in_the_library_touches_private_env_state():
     checked, offenders = [], []
     for path in sorted(PACKAGE.rglob("*.py")):

@@ -73,6 +73,7 @@ def canonical_pair(tasks):
     return {"helper": ScriptedPolicy(helper), "main": ScriptedPolicy(main)}
 
 
+@pytest.mark.slow  # 10 s in the fast loop at load 17 (#22)
 def test_canonical_solutions_pass_everything_and_wrong_ones_nothing(sandbox, humaneval):
     report = code_eval(
         {"coder": canonical_coder(humaneval)},

@@ -113,6 +113,7 @@ def test_many_small_chunks_and_llama(tmp_path, monkeypatch):
     )
 
 
+@pytest.mark.slow  # 14 s in the fast loop at load 17 (#22)
 def test_lora_matches_plain_and_reference_is_the_base(big_vocab_path, monkeypatch):
     temperature = 0.6
     base = AutoModelForCausalLM.from_pretrained(big_vocab_path)
@@ -168,6 +169,7 @@ def _vocab_sized_saved(policy: HFPolicy, prompts, comps) -> list[tuple[int, ...]
     ]
 
 
+@pytest.mark.slow  # 10 s in the fast loop at load 17 (#22)
 def test_no_vocab_sized_activation_is_saved_for_backward(big_vocab_path, monkeypatch):
     """The graph keeps hidden states, not logits; the full-logits path (forced) keeps logits."""
     policy = HFPolicy(big_vocab_path, trainable=True, seed=0)
@@ -449,6 +451,7 @@ def test_a_checkpointed_model_in_training_mode_encodes_each_row_and_stays_exact(
     _assert_same(lps, _plain(model, prompts, comps, 1.0), policy.parameters(), _weights(comps))
 
 
+@pytest.mark.slow  # 18 s in the fast loop at load 17 (#22)
 def test_shared_prompt_gradients_are_bit_identical_from_call_to_call(tmp_path):
     # The gradient of a shared prompt's key/value cache sums over its completions. Gathered
     # with advanced indexing, CPU backward adds the repeats with parallel atomics in a varying

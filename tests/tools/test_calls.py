@@ -700,6 +700,7 @@ FRAGMENTS = [
 ]
 
 
+@pytest.mark.slow  # fuzz; 11 s in the fast loop at load 17 (#22)
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=60), st.integers(1, 4))
 def test_fuzz_never_raises(pieces, max_calls):
@@ -726,6 +727,7 @@ def test_fuzz_never_raises(pieces, max_calls):
         max_leaves=10,
     )
 )
+@pytest.mark.slow  # fuzz; 62 s in the fast loop at load 17 (#22)
 def test_fuzz_arguments_never_raise(arguments):
     parsed = parse_tool_calls(hermes("search", arguments), TOOLS)
     item = only(parsed)
@@ -1056,6 +1058,7 @@ def _deep(levels: int) -> dict[str, Any]:
     return deep
 
 
+@pytest.mark.slow  # 36 s in the fast loop at load 17 (#22)
 @pytest.mark.parametrize("levels", [40, 5_000, 200_000])
 def test_deeply_nested_decoded_arguments_are_refused_not_raised(levels):
     for arguments in (

@@ -59,10 +59,12 @@ def _system_errors_in_racing_threads(parse: Callable[[int], object]) -> list[Sys
     return errors
 
 
+@pytest.mark.slow  # 64 s in the fast loop at load 17 (#22)
 def test_concurrent_parses_never_raise_system_error():
     assert _system_errors_in_racing_threads(lambda _: parse_python(_SOURCE)) == []
 
 
+@pytest.mark.slow  # 21 s in the fast loop at load 17 (#22)
 def test_literal_examples_are_parsed_under_the_lock_while_other_threads_parse():
     """The coding envs' test suites read prompt examples with literal_eval; unlocked, its parse
     raced parse_python in another env thread (SystemError on CPython 3.11)."""

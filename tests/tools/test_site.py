@@ -122,6 +122,7 @@ def test_stops_with_the_block_and_the_browser_says_so():
         _ = site.base_url
 
 
+@pytest.mark.slow  # 10 s in the fast loop at load 17 (#22)
 def test_stops_when_idle_or_collected():
     site = LocalSite(DOCS, idle_timeout=0.5).start()
     port = site.port

@@ -215,6 +215,7 @@ def _pair(path):
     }
 
 
+@pytest.mark.slow  # 10 s in the fast loop at load 17 (#22)
 def test_a_fresh_run_moves_an_earlier_run_aside(tmp_path, algo_lm_path):
     out = tmp_path / "run"
     _trainer(out, _pair(algo_lm_path), steps=3, save_every=1).train()

@@ -13,6 +13,7 @@ from llm_marl.train.logging import read_jsonl
 from .conftest import EXAMPLES, load_example
 
 
+@pytest.mark.slow  # a fresh interpreter per example; 56 s in the fast loop at load 17 (#22)
 @pytest.mark.parametrize("name", ["train_magrpo", "train_agentpo", "custom_algorithm"])
 def test_examples_have_help(name):
     proc = subprocess.run(
@@ -54,6 +55,7 @@ def test_presets_hold_the_papers_settings_and_flags_override_them():
     assert (released.trainer.group_size, released.trainer.tasks_per_step) == (16, 4)
 
 
+@pytest.mark.slow  # 47 s in the fast loop at load 17 (#22)
 def test_custom_algorithm_trains_through_the_trainer(tmp_path):
     custom = load_example("custom_algorithm")
     out = tmp_path / "reinforce"

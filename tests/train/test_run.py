@@ -37,6 +37,7 @@ def test_the_readme_training_command_runs_in_process_and_checkpoints(tmp_path, m
     assert saved == parse_run_config(["--preset", "toy-coordination", "--steps", "5"])
 
 
+@pytest.mark.slow  # 10 s in the fast loop at load 17 (#22)
 def test_a_saved_config_runs_the_same_run_again(tmp_path):
     first = tmp_path / "first"
     config = parse_run_config(["--steps", "2", "--output-dir", str(first), *FAST])

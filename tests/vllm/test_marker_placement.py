@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parents[1]
 
 
@@ -25,6 +27,7 @@ def _marks_vllm(tree: ast.AST) -> bool:
     )
 
 
+@pytest.mark.slow  # 17 s in the fast loop at load 17 (#22)
 def test_vllm_tests_are_only_in_tests_vllm() -> None:
     misplaced = [
         str(path.relative_to(TESTS))

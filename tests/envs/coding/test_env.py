@@ -60,6 +60,7 @@ def test_prompts_are_private_and_name_the_entry_point(sandbox):
     assert "assert" not in helper + main, "no test is shown"
 
 
+@pytest.mark.slow  # 14 s in the fast loop at load 17 (#22)
 def test_reference_team_gets_the_maximum_on_every_sample_problem(sandbox):
     env = _sample_env(sandbox)
     for task in env.tasks:
@@ -105,6 +106,7 @@ def _humaneval_split(task):
     return helper, main, stub.rstrip() + "\n" + task["canonical_solution"]
 
 
+@pytest.mark.slow  # all of HumanEval in the sandbox; 85 s in the fast loop at load 17 (#22)
 def test_humaneval_reference_solutions_pass_every_test_and_empty_gets_zero(sandbox):
     tasks = llm_marl.make("humaneval-v0", sandbox=sandbox).unwrapped.tasks
     assert len(tasks) == 164

@@ -20,6 +20,7 @@ def units(env_id: str, split: str, **kwargs) -> tuple[int, int]:
     ("env_id", "split", "tasks", "total", "held_out"),
     [("coop_humaneval-v0", "eval", 16, 87, 18), ("humaneval-v0", ":32", 32, 139, 37)],
 )
+@pytest.mark.slow  # whole eval splits in the sandbox; 32 s in the fast loop at load 17 (#22)
 def test_the_eval_split_scores_every_unit(
     data_dir, monkeypatch, env_id, split, tasks, total, held_out
 ):

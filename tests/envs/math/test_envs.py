@@ -371,6 +371,7 @@ def test_collect_with_a_scripted_team_and_frozen_actor_wrapper():
     assert rewards == {"hint": 1.0} and terms["hint"]
 
 
+@pytest.mark.slow  # every benchmark file; 189 s in the fast loop at load 17 (#22)
 def test_scripted_actor_scores_one_with_each_reference_and_zero_otherwise_on_every_benchmark(
     shared_data,
 ):

@@ -68,6 +68,7 @@ def _completion(answer: str) -> str:
     return "Let us think step by step. ... so the answer is \\boxed{" + answer + "}."
 
 
+@pytest.mark.slow  # whole benchmark files; 110 s in the fast loop at load 17 (#22)
 @pytest.mark.parametrize("name", list(FILES))
 def test_self_agreement(name: str, data_dir: Path) -> None:
     dataset = name.removesuffix("_train") if name == "gsm8k_train" else name

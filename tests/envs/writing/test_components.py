@@ -34,6 +34,7 @@ def test_embeddings_are_unit_vectors_and_rank_meaning(embedder):
     assert embedder.encode([]).shape == (0, 384)
 
 
+@pytest.mark.slow  # 35 s in the fast loop at load 17 (#22)
 def test_relevance_stops_a_well_shaped_answer_about_another_post(embedder):
     """The lexical reward and the guards cannot tell which post an answer is about; relevance can."""
     env = llm_marl.make("tldr-v0", dataset="tldr_sample", reward={"relevance_weight": 1.0})
@@ -62,6 +63,7 @@ def test_redundancy_penalises_a_part_that_repeats_the_other(embedder):
     assert same["redundancy"] < distinct["redundancy"] <= 0.0
 
 
+@pytest.mark.slow  # 17 s in the fast loop at load 17 (#22)
 def test_rouge_against_the_gold_tldr():
     pytest.importorskip("rouge_score", reason="the 'writing' extra is not installed")
     same = rouge_scores("the cat sat on the mat", "the cat sat on the mat")

@@ -107,6 +107,7 @@ def test_reader_text_normalises_what_a_reader_does_not_see():
     assert copied_share("the cat sat on the mat today", "the cat sat on the mat today") >= 0.5
 
 
+@pytest.mark.slow  # 18 s in the fast loop at load 17 (#22)
 def test_reader_text_and_the_guards_are_linear_on_hostile_input():
     hostile = ("\u200b" * 50 + "а" * 50 + "\u00ad") * 20_000  # 2 MB of invisible and look-alike
     assert len(reader_text(hostile)) == 50 * 20_000  # every invisible one gone, one char each

@@ -247,6 +247,7 @@ print("FILES", n)
 """
 
 
+@pytest.mark.slow  # 14 s in the fast loop at load 17 (#22)
 def test_files_in_the_scratch_space_are_capped_too(sandbox):
     # Each file is a tmpfs inode: kernel memory that no address-space limit sees.
     result = sandbox.run(MANY_FILES, limits=Limits(timeout=20))

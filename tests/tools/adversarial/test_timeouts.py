@@ -48,6 +48,7 @@ def test_loading_has_its_own_budget(sandbox):
     assert "loading the program exceeded the time limit" in report.error
 
 
+@pytest.mark.slow  # 18 s in the fast loop at load 17 (#22)
 def test_a_slow_test_suite_is_not_charged_to_the_program(sandbox):
     # The test code itself sleeps (a slow reference computation); the program is instant.
     suite = TestSuite.from_asserts(

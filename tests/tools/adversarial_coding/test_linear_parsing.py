@@ -160,6 +160,7 @@ CHECK_2MB = "import math\n\ndef check(candidate):\n" + "".join(
 )
 
 
+@pytest.mark.slow  # multi-MB inputs; 35 s in the fast loop at load 17 (#22)
 @pytest.mark.parametrize("source", [CHECK_5000, CHECK_2MB], ids=["5000-asserts", "2MB"])
 def test_from_check_parses_once_and_never_rescans_the_source(monkeypatch, parses, source):
     def rescans(*args, **kwargs):
@@ -211,6 +212,7 @@ def test_shown_example_detection_reads_each_prompt_character_a_bounded_number_of
     assert shown == ((name == "many_calls"),)
 
 
+@pytest.mark.slow  # multi-MB inputs; 18 s in the fast loop at load 17 (#22)
 def test_multi_mb_inputs_finish_well_within_a_generous_ceiling():
     """Wall clock, in a subprocess with a timeout: the whole set takes seconds (the old code took
     hours on it); the ceiling only catches a return of super-linear behaviour."""

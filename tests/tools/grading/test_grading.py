@@ -332,6 +332,7 @@ def test_sympy_backend_in_process():
     assert worker_judge("y = 2x + 3", "4x - 2y + 6 = 0", use_math_verify=False)[0] is True
 
 
+@pytest.mark.slow  # 10 s in the fast loop at load 17 (#22)
 def test_math_verify_is_only_consulted_on_what_we_cannot_decide(small_pool):
     """\\sum is outside our parser: only math-verify (an optional dependency) can confirm it."""
     p, r = r"\sum_{k=1}^{3} k", "6"
@@ -543,6 +544,7 @@ def test_pool_rejects_bad_size():
         WorkerPool(size=0)
 
 
+@pytest.mark.slow  # 12 s in the fast loop at load 17 (#22)
 def test_thread_safety_matches_serial_results():
     cases = [(p, r, True) for p, r, _ in EQUIVALENT] + [(p, r, False) for p, r, _ in NOT_EQUIVALENT]
     cases += [(p, r, e) for p, r, e, _ in SYMBOLIC_ONLY]  # these go through the worker pool
