@@ -7,7 +7,7 @@ touched: registering the algorithm and a preset (plain data) gives it the same c
 the built-in ones, with its config's documented fields as options.
 
     python examples/custom_algorithm.py                   # two tiny agents, offline, minutes
-    python examples/custom_algorithm.py --env referential-v0 --steps 50 --lr 3e-3
+    python examples/custom_algorithm.py --seed 1 --steps 200  # options override the preset
     python examples/custom_algorithm.py --help            # every option
 """
 
@@ -86,6 +86,9 @@ register_algorithm("reinforce", GroupReinforce, ReinforceConfig, "REINFORCE, gro
 # The team starts at chance: a short supervised warm-up teaches the tiny LMs the answer format
 # (one digit), so every gain after it is the algorithm's; the sampling and evaluation are those
 # of magrpo's toy-coordination preset (the evaluation before step 1 is the chance reference).
+# Measured on CPU, eval reward at step 0 -> 150 for seeds 0, 1, 2: 0.36 -> 0.68, 0.42 -> 0.52,
+# 0.36 -> 0.66 (most of the gain after step 75). Plain REINFORCE has no KL anchor: at lr 1e-3,
+# two of three runs stayed at chance (one collapsed onto a fixed answer); 3e-4 learns steadily.
 preset(
     "reinforce",
     "toy",
@@ -93,7 +96,7 @@ preset(
     {
         "trainer": {
             "env": "coordination-v0",
-            "steps": 100,
+            "steps": 150,
             "tasks_per_step": 5,
             "group_size": 8,
             "sampling": {"max_new_tokens": 2, "temperature": 1.0, "top_p": 1.0},
@@ -102,6 +105,7 @@ preset(
             "eval_sampling": {"max_new_tokens": 2, "temperature": 1.0, "top_p": 1.0},
             "output_dir": "runs/custom_algorithm",
         },
+        "algorithm": {"lr": 3e-4},
         "policies": {"model": "tiny", "format_warmup_steps": 60},
     },
     auto=True,
