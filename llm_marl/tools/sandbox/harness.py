@@ -43,6 +43,16 @@ true).  So the tests never run in the program's process:
 * The tests themselves never enter P's memory nor the supervisor's: R reads them straight from the
   host channel (the supervisor's stdin) *before* P is forked; the supervisor only knows their
   number.  So P cannot read the expected values out of memory either.
+* Nothing else of the task or of earlier jobs is reachable from P's code while a unit runs
+  (P is forked from the supervisor, and a program can walk the frames it was forked in or
+  search ``gc``): the supervisor drops each job's reply (the test runner's records, the
+  program's output) and collects its garbage before the next job; P and O empty the job's
+  description (limits, the other authors' code) before any program code runs; the tests' size
+  travels in a frame only R reads.  What P sees: the arguments of each call, its own code, the
+  harness's code, the number of units (through the job's time budget); no task, test or file
+  name (the program is ``/tmp/work/solution.py``, argv ``main.py``, a fixed environment).
+  Freed memory is not scrubbed: raw reads of the process's own memory (``ctypes``) can still
+  find bytes of the previous job's reply.
 * R's records are relayed to the host, which reads them strictly (``verdict.py``): a test counts
   as passed only when R reported it passed, in order; a missing, short, garbled or out-of-order
   record is a failure.  P exiting (``sys.exit``/``os._exit``) before or during a test, killing R,
@@ -83,7 +93,8 @@ next call to start a fresh P (``P``), whose pipes the supervisor passes to R wit
 
 Host protocol: every message is a frame: a 10-digit ASCII length, a newline, then JSON with all
 non-ASCII escaped (ASCII only, see ``HEADER_SIZE``).  A job is one framed ``job`` message,
-followed, for test jobs, by ``tests_len`` raw bytes of JSON that R reads itself.  The supervisor
+followed, for test jobs, by one more frame, the tests, that R reads itself (the supervisor never
+learns even their length).  The supervisor
 answers with one ``result`` message of raw facts (exit statuses, R's records, captured output);
 the host turns those into a status.
 """
@@ -932,6 +943,7 @@ def _program_main(
     """P: run the untrusted program, then (test mode) serve R's calls.  Never returns."""
     mode = job["mode"]
     source = job["program"]
+    _forget_job(job)
     _install_job_filter(seccomp, guarded)
     code = 0
     if mode == "run":
@@ -953,6 +965,17 @@ def _program_main(
     module = _program_module("solution", os.path.join(jobdir, program_file_name(mode)))
     ns = module.__dict__
     _load_and_serve(ns, lambda: exec(compile(source, module.__file__, "exec"), ns), 2)
+
+
+def _forget_job(job: "dict[str, Any]") -> None:
+    """Empty ``job`` (and its limits) in this child: the supervisor's frames the child was
+    forked in refer to that one dict, so the program, which can walk those frames or search
+    ``gc``, finds nothing of the job there (its limits, the other authors' code, the size of
+    the tests); the caller keeps what the child needs.  The supervisor's copy is untouched."""
+    limits = job.get("limits")
+    if isinstance(limits, dict):
+        limits.clear()
+    job.clear()
 
 
 def _load_and_serve(
@@ -987,8 +1010,9 @@ def _owner_main(
     builtins or modules, rebinding globals, rewriting ``__code__``...) can reach it: what crosses
     from P is plain data returned by explicit calls.  Never returns.
     """
-    _install_job_filter(seccomp, guarded)
     owner = job["owner"]
+    _forget_job(job)
+    _install_job_filter(seccomp, guarded)
     partners = _PartnerConnection()
     try:
         first = read_frame(FD_UP_IN, MAX_RPC_FRAME)
@@ -1449,9 +1473,7 @@ def _fingerprint(value: "Any", depth: int = 0) -> int:
     return zlib.crc32(name)  # iterators (not consumed), fractions, decimals, ranges: by type
 
 
-def _runner_main(
-    tests_len: int, clean_builtins: "dict[str, Any]", limits: "dict[str, Any]"
-) -> None:
+def _runner_main(clean_builtins: "dict[str, Any]", limits: "dict[str, Any]") -> None:
     """R: read the tests from the host channel, wait for P, run the tests.  Never returns.
 
     Time rules (``Limits``): the program's module-level code gets ``timeout`` seconds; each
@@ -1465,8 +1487,9 @@ def _runner_main(
         write_all(FD_AUX, (line + "\n").encode("ascii"))
 
     try:
-        raw = read_exact(0, tests_len) if tests_len else b"{}"
-        if raw is None or len(raw) != tests_len:
+        size = frame_size(read_exact(0, HEADER_SIZE) or b"")
+        raw = read_exact(0, size) if size else b"{}"
+        if raw is None or len(raw) != size:
             os._exit(3)
         spec = json.loads(raw.decode("utf-8"))
         devnull = os.open(os.devnull, os.O_RDONLY)
@@ -1694,6 +1717,8 @@ class Supervisor:
         }
 
     def serve(self) -> None:
+        import gc
+
         write_all(1, pack(self.hello()))
         while True:
             job = read_frame(0)
@@ -1717,9 +1742,14 @@ class Supervisor:
                 write_all(1, pack({"type": "fatal", "error": error}))
                 return
             write_all(1, pack(reply))
+            # The next job's processes are forked from this one: nothing of a finished job
+            # (its reply holds the test runner's records and the program's output) may stay
+            # reachable from them, through this frame or a cycle not yet collected.
+            del reply, job
+            gc.collect()
 
     # -- one job
-    def _prepare(self, job: "dict[str, Any]", jobdir: str, tests_len: int) -> None:
+    def _prepare(self, job: "dict[str, Any]", jobdir: str, has_tests: bool) -> None:
         """Make the job's working directory and write the program into it.
 
         Anything failing here is the sandbox's fault (the scratch was verified empty after the
@@ -1734,18 +1764,18 @@ class Supervisor:
                 f.write(job["program"])
         except OSError as e:
             with contextlib.suppress(BaseException):
-                if tests_len:
-                    read_exact(0, tests_len)  # consume the tests: keep the channel in step
+                if has_tests:  # consume the tests' frame: keep the channel in step
+                    read_exact(0, frame_size(read_exact(0, HEADER_SIZE) or b""))
             raise _Infra(f"could not write the program into the sandbox ({e})") from e
 
     def run_job(self, job: "dict[str, Any]") -> "dict[str, Any]":
         limits = job.get("limits", {})
         mode = job["mode"]
-        tests_len = int(job.get("tests_len", 0))
+        has_tests = mode == "tests"
         n_tests = int(job.get("n_tests", 0)) if mode == "tests" else None
         seconds = job_seconds(limits, n_tests)
         jobdir = os.path.join(self.scratch, "work")
-        self._prepare(job, jobdir, tests_len)
+        self._prepare(job, jobdir, has_tests)
         start = time.monotonic()
         deadline = start + seconds
         fds = _FdSet()
@@ -1764,7 +1794,7 @@ class Supervisor:
                 resp_r, resp_w = fds.pipe()  # P -> R
                 ctl, ctl_runner = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
                 job_state["runner"] = self._fork(
-                    lambda: _runner_main(tests_len, self.clean_builtins, limits),
+                    lambda: _runner_main(self.clean_builtins, limits),
                     jobdir,
                     limits,
                     {

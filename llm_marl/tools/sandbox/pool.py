@@ -360,7 +360,6 @@ class PooledSandbox:
             "program": program,
             "stdin": stdin,
             "limits": limits.to_wire(),
-            "tests_len": 0,
         }
         facts = self._execute(harness.pack(job), limits, limits.job_seconds())
         if isinstance(facts, _Infra):
@@ -463,12 +462,14 @@ class PooledSandbox:
             "mode": "tests",
             "program": program,
             "limits": limits.to_wire(),
-            "tests_len": len(tests_bytes),
             "n_tests": len(suite.tests),
             "owner": owner,
         }
         facts = self._execute(
-            harness.pack(job) + tests_bytes, limits, limits.job_seconds(len(suite.tests))
+            # The tests follow as a frame of their own, which the test runner reads itself.
+            harness.pack(job) + b"%010d\n" % len(tests_bytes) + tests_bytes,
+            limits,
+            limits.job_seconds(len(suite.tests)),
         )
         if isinstance(facts, _Infra):
             return infra_test_report(suite, facts.message)
