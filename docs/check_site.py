@@ -44,7 +44,11 @@ function cutOff(doc) {
   for (const el of column.querySelectorAll("pre > code, table, p, li, h1, h2, h3, h4")) {
     const style = doc.defaultView.getComputedStyle(el);
     const hidden = style.overflowX !== "visible" && el.scrollWidth > el.clientWidth + 1;
-    if (hidden || el.getBoundingClientRect().right > edge) {
+    // Material's table wrapper reaches a little past the column on purpose (negative
+    // margins); a table is cut only past that wrapper, or when it scrolls itself.
+    const wrap = el.tagName === "TABLE" ? el.closest(".md-typeset__scrollwrap") : null;
+    const limit = wrap ? wrap.getBoundingClientRect().right + 1 : edge;
+    if (hidden || el.getBoundingClientRect().right > limit) {
       cut.push(el.tagName + " under #" + heading(el) + ": " + el.textContent.trim().slice(0, 40));
     }
   }
