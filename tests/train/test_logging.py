@@ -160,6 +160,6 @@ def test_trainer_plots_the_env_chance_level(tmp_path):
 
     config = TrainerConfig(env="coordination-v0", output_dir=str(tmp_path))
     trainer = Trainer.__new__(Trainer)  # only the env matters for the chance level
-    trainer.env, trainer.config = config.env, config
+    trainer.env, trainer.config, trainer.env_kwargs = config.env, config, {}
     assert trainer._chance_level() == pytest.approx(CoordinationEnv().chance_level())
     assert trainer._chance_level() == pytest.approx(0.36)
