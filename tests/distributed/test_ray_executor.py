@@ -337,6 +337,7 @@ def test_ctrl_c_in_training_shuts_the_actors_down(tiny_lm_path, tmp_path, monkey
 # ---------------------------------------------------------------------------------- errors
 
 
+@pytest.mark.slow  # the module's Ray cluster starts for it: 17 s at load 8 (#22)
 def test_bad_resources_are_one_line_errors_before_any_actor(tiny_policy):
     with pytest.raises(ConfigError, match="env_workers must be an int >= 1"):
         RayResources(env_workers=0)

@@ -234,7 +234,14 @@ def _play(sandbox, helper: str, main: str, **kwargs):
     return rewards["main"], infos["main"]
 
 
-@pytest.mark.parametrize("attack", sorted(ATTACKS))
+# forked_answerer waits out the sandbox's timeouts (10-30 s): slow, out of the fast loop (#22).
+@pytest.mark.parametrize(
+    "attack",
+    [
+        pytest.param(a, marks=pytest.mark.slow) if a == "forked_answerer" else a
+        for a in sorted(ATTACKS)
+    ],
+)
 def test_the_helper_cannot_replace_the_main_agents_entry_point(sandbox, attack):
     reward, info = _play(sandbox, _helper(attack), _main(attack))
     assert info["tests_passed"] == 0, (attack, info["sandbox_status"])
