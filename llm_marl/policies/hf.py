@@ -935,10 +935,18 @@ class HFPolicy(ChatTokenPolicy):
 
                     self.model.peft_config[self.adapter].save_pretrained(str(tmp))
                     state = get_peft_model_state_dict(self.model, adapter_name=self.adapter)
-                    save_file(
-                        {k: v.detach().cpu().contiguous() for k, v in state.items()},
-                        str(tmp / _ADAPTER_FILE),
-                    )
+                    tensors: dict[str, Any] = {}
+                    seen: set[int] = set()
+                    for key, value in state.items():
+                        tensor = value.detach().cpu().contiguous()
+                        # A tied copy (an adapter's embedding that is its output layer too)
+                        # is one tensor under two keys: safetensors refuses shared memory and
+                        # peft's loader wants both keys, so it is written twice.
+                        if tensor.data_ptr() in seen:
+                            tensor = tensor.clone()
+                        seen.add(tensor.data_ptr())
+                        tensors[key] = tensor
+                    save_file(tensors, str(tmp / _ADAPTER_FILE))
                 else:
                     with quiet_transformers():  # no "Writing model shards" bar
                         self.model.save_pretrained(str(tmp))

