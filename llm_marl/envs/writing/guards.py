@@ -13,14 +13,14 @@ guarded reward is 0 (``infos[agent]["guards"]`` names it). Each runs in time lin
     More than ``max_repeated`` (default 0.3) of a part's word 4-grams repeat an earlier 4-gram of
     the same part (one sentence written again and again; a padded part).
 ``copies_source``
-    A part's share of content-word pairs found in the source (each word with the next three,
-    unordered, function words left out, over ``pairs + 6``: :func:`copied_share`) above
-    ``max_copied`` (default 0.55): pasting the post or the abstract is not summarising it, and
-    a copy with local edits (words reordered, dropped or inserted) keeps most of its pairs where
-    it would lose most of its 5-grams. On the 500 gold TL;DRs the highest share is 0.455 (0.525
-    on our bundled references); copies of the 500 posts with a quarter of the words dropped
-    share at least 0.579, with adjacent words swapped, filler inserted, look-alike or zero-width
-    characters, or the words reversed, more.
+    A part's share of content-word pairs found in the source (its content words that occur in
+    the source, each with the next three, unordered, function words left out, over
+    ``pairs + 12``: :func:`copied_share`) above ``max_copied`` (default 0.55): pasting the post
+    or the abstract is not summarising it, and a copy with local edits (words reordered, dropped
+    or inserted) keeps most of its pairs where it would lose most of its 5-grams. Words the
+    source lacks are left out before pairing, so filler inserted into a copy does not dilute
+    it. Figures on the 500 TL;DR posts and 200 abstracts: ``benchmarks/writing_meaning.py``
+    (see :mod:`llm_marl.envs.writing.env`).
 ``copies_partner``
     More than ``max_shared`` (default 0.6) of the shorter part's word 5-grams (of
     :func:`reader_text`) appear in the other part: one agent repeating the other.
@@ -29,8 +29,8 @@ All guards read the text as a reader does (:func:`reader_text`): NFKC-normalised
 characters (zero-width, soft hyphen, bidi controls) removed, look-alike Cyrillic and Greek
 letters folded onto Latin ones, case-folded.
 ``transition_stuffing``
-    More than ``max_transition_density`` (default 0.3) of a part's words belong to transition
-    phrases (whole-word matches), or more than ``max_transition_run`` (default 3) transition
+    More than ``max_transition_density`` (default 0.3) of a part's words (plus 10, so one
+    connective in a short part is not stuffing) belong to transition phrases (whole-word matches), or more than ``max_transition_run`` (default 3) transition
     phrases follow each other with only punctuation between them: a list of connectives instead
     of prose (level 4 pays for each *category* of connective found, wherever it is).
 
@@ -39,9 +39,10 @@ the 500 gold TL;DRs of ``$LLM_MARL_DATA_DIR/tldr`` nor on our bundled references
 
 Known gaps (heuristics, not a proof): a part that mixes a pasted share of the source below
 ``max_copied`` with invented filler words, or an answer of the right shape about another text,
-passes every guard. The embedding ``relevance`` component of the env (off by default) is what
-tells an answer about another post from one about this post; nothing here judges faithfulness
-(the optional LLM judge is the tool for that).
+passes every guard. The env's meaning term (on with the guards,
+:mod:`~llm_marl.envs.writing.meaning`) is what tells an answer about another post, or shuffled
+words, from one about this post; nothing here judges faithfulness (the optional LLM judge is
+the tool for that).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ __all__ = [
     "copied_share",
     "ngram_containment",
     "reader_text",
+    "reader_words",
     "repeated_fraction",
     "transition_use",
 ]
@@ -172,8 +174,12 @@ def reader_text(text: str) -> str:
     return text.translate(_CONFUSABLES).casefold()
 
 
-def _words(text: str) -> list[str]:
+def reader_words(text: str) -> list[str]:
+    """The ``\\w+`` words of :func:`reader_text` (what every guard counts)."""
     return _WORD_RE.findall(reader_text(text))
+
+
+_words = reader_words
 
 
 PAIR_WINDOW = 3
@@ -265,10 +271,12 @@ def _content_words(text: str) -> list[str]:
 
 def copied_share(text: str, source: str) -> float:
     """Share of the content-word pairs of ``text`` (see :func:`_pairs`, over
-    :func:`reader_text`) that also occur in ``source``: high for a copy with local edits
-    (reordered, dropped or inserted words, look-alike or invisible characters), low for a
-    summary. Linear in the texts' lengths (at most ``PAIR_WINDOW`` pairs per word)."""
-    return _containment(text, _pairs(_content_words(source)))
+    :func:`reader_text`, words absent from ``source`` left out) that also occur in ``source``:
+    high for a copy with local edits (reordered, dropped or inserted words, look-alike or
+    invisible characters), low for a summary. Linear in the texts' lengths (at most
+    ``PAIR_WINDOW`` pairs per word)."""
+    words = _content_words(source)
+    return _containment(text, _pairs(words), frozenset(words))
 
 
 def _ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
@@ -291,12 +299,19 @@ def ngram_containment(text: str, other: str, n: int = 5) -> float:
     return len(grams & set(_ngrams(_words(other), n))) / len(grams)
 
 
+TRANSITION_PRIOR_WORDS = 10
+"""Words added to a part's length in the transition density (see :func:`transition_use`)."""
+
+
 def transition_use(text: str) -> tuple[float, int]:
     """``(density, longest run)`` of whole-word transition phrases in ``text``: the share of its
     words inside them, and the most that follow each other with only punctuation between."""
     words = len(_words(text))
     if not words:
         return 0.0, 0
+    # A short part with one long connective ("at the same time") is not stuffing: the density
+    # counts TRANSITION_PRIOR_WORDS more words (a stuffed part is long or a run anyway).
+    words += TRANSITION_PRIOR_WORDS
     lower = reader_text(text)
     covered = run = longest = 0
     last_end = -1
@@ -317,10 +332,11 @@ def check_guards(
     if max(len(p) for p in parts) > config.max_chars:
         return ["oversized"], {"max_part_chars": float(max(len(p) for p in parts))}
     # The source is ours (a post, an abstract), not the model's: it may be long, and is read once.
-    source_pairs = _pairs(_content_words(source))
+    source_words = _content_words(source)
+    source_pairs, vocabulary = _pairs(source_words), frozenset(source_words)
     measured = {
         "repeated": max(repeated_fraction(p) for p in parts),
-        "copied": max(_containment(p, source_pairs) for p in parts),
+        "copied": max(_containment(p, source_pairs, vocabulary) for p in parts),
         "shared": _shared(parts),
     }
     uses = [transition_use(p) for p in parts]
@@ -341,13 +357,14 @@ def check_guards(
     return fired, measured
 
 
-PRIOR_PAIRS = 6
+PRIOR_PAIRS = 12
 """Pairs added to the denominator of :func:`copied_share`: a short honest TL;DR has few pairs,
 and a handful found in the post must not read as a copy (a pasted part has many)."""
 
 
-def _containment(text: str, pairs: set[tuple[str, str]]) -> float:
-    own = _pairs(_content_words(text))
+def _containment(text: str, pairs: set[tuple[str, str]], vocabulary: frozenset[str]) -> float:
+    # Words the source lacks are dropped first: inserted filler must not dilute a copy.
+    own = _pairs([w for w in _content_words(text) if w in vocabulary])
     return len(own & pairs) / (len(own) + PRIOR_PAIRS)
 
 

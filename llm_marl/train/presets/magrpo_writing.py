@@ -99,7 +99,12 @@ def _official(name: str, summary: str, env: str, dataset: str) -> tuple[Preset, 
         }
     }
     tiny = {
-        "env_kwargs": {"dataset": f"{dataset}_sample", "split": "train"},
+        # A random-init tiny LM learns the reward's form, never meaning: no meaning term.
+        "env_kwargs": {
+            "dataset": f"{dataset}_sample",
+            "split": "train",
+            "reward": {"meaning_weight": 0.0},
+        },
         "eval_env_kwargs": {"split": "eval"},
     }
     return with_comlrl_12(name, summary, values, defaults=(_RUN, _OFFICIAL, COMLRL_LOSS), tiny=tiny)
@@ -135,7 +140,12 @@ TOY_TLDR = preset(
     {
         "trainer": {
             "env": "tldr-v0",
-            "env_kwargs": {"dataset": "tldr_sample", "split": "train"},
+            # A random-init tiny LM learns the reward's form, never meaning: no meaning term.
+            "env_kwargs": {
+                "dataset": "tldr_sample",
+                "split": "train",
+                "reward": {"meaning_weight": 0.0},
+            },
             "eval_env_kwargs": {"split": "eval"},
             "steps": 12,
             "tasks_per_step": 4,

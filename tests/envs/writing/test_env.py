@@ -9,7 +9,7 @@ import pytest
 
 import llm_marl
 from llm_marl.envs.writing.datasets import load_writing_tasks, tldr_prompt
-from llm_marl.envs.writing.env import split_single
+from llm_marl.envs.writing.env import DEFAULT_MEANING_WEIGHT, split_single
 from llm_marl.envs.writing.lexical import lexical_reward
 from llm_marl.errors import DataError
 
@@ -83,7 +83,8 @@ def test_single_agent_env_scores_both_paragraphs():
     raw = json.loads(SAMPLE.read_text().splitlines()[0])
     answer = f"{raw['tldr']}\n[PARAGRAPH_SPLIT]\n{raw['detailed']}"
     _, rewards, _, _, infos = env.step({"writer": answer})
-    assert rewards["writer"] == pytest.approx(lexical_reward(raw["tldr"], raw["detailed"]).reward)
+    assert rewards["writer"] == pytest.approx(env.unwrapped.score(raw["tldr"], raw["detailed"])[0])
+    assert infos["writer"]["lexical_reward"] == lexical_reward(raw["tldr"], raw["detailed"]).reward
     assert infos["writer"]["delimiter_found"] is True
     assert env.possible_agents == ["writer"]
 
@@ -158,4 +159,5 @@ def test_judge_component_uses_any_scorer():
     task = raw_env.task
     reward, components, details = raw_env.score("a b c d e f g h", "i j k l m n o p q r s t u v w")
     assert components["judge"] == 1.0 and details["judge"] == 0.5 and seen == [task["task_id"]]
-    assert env.unwrapped.max_reward() == 5.0
+    # lexical 3.0 + the default meaning weight (guards on) + the judge weight 2.0
+    assert env.unwrapped.max_reward() == 3.0 + DEFAULT_MEANING_WEIGHT + 2.0

@@ -104,7 +104,11 @@ def test_through_the_env_the_edited_copy_scores_below_the_honest_pair():
 
 def test_reader_text_normalises_what_a_reader_does_not_see():
     assert reader_text("Ｈеllο\u200b wο\u00adrld\u202e") == "hello world"
-    assert copied_share("the cat sat on the mat today", "the cat sat on the mat today") >= 0.5
+    text = "the cat sat on the mat today while the dog slept by the warm kitchen stove all day"
+    assert copied_share(text, text) >= 0.5
+    # Filler inserted into a copy is left out before pairing: it cannot dilute the copy.
+    padded = " ".join(f"{w} truly" for w in text.split())
+    assert copied_share(padded, text) >= 0.5
 
 
 @pytest.mark.slow  # 18 s in the fast loop at load 17 (#22)
