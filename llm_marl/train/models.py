@@ -157,6 +157,13 @@ class PoliciesConfig:
                 )
             if self.backend != "vllm":
                 raise ValueError("policies.vllm sets engine settings: add policies.backend vllm")
+        if self.backend == "vllm" and self.lora and self.lora_modules_to_save:
+            # vLLM serves adapters' LoRA weights only, not whole trained modules.
+            raise ValueError(
+                f"policies.lora_modules_to_save={self.lora_modules_to_save} trains whole modules, "
+                "which a vLLM engine cannot serve: set policies.lora_modules_to_save [] "
+                "(e.g. --policies.lora_modules_to_save '[]') or use policies.backend transformers"
+            )
         # Malformed specs fail here, before any model is built, with the factory's words.
         from llm_marl.policies.chat import PROMPT_MODES
 

@@ -133,3 +133,15 @@ def test_an_adapter_with_its_own_tied_embedding_saves_and_loads(tmp_path):
     assert all(torch.equal(w, s) for w, s in zip(weights, saved))
     embedding = left.model.get_input_embeddings()
     assert left.model.get_output_embeddings().weight is embedding.weight  # still tied
+
+
+def test_vllm_backend_refuses_the_preset_embedding_copy_in_one_line(capsys, tmp_path) -> None:
+    """The toy presets' LoRA layer trains a copy of the embedding, which vLLM cannot serve: the
+    run stops at the config, before any model is built, and says how to go on."""
+    from llm_marl.cli import main
+
+    argv = ["train", "--preset", "toy-coordination", "--lora", "--policies.backend", "vllm"]
+    assert main([*argv, "--steps", "1", "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lora_modules_to_save=['embed_tokens']" in err, err
+    assert "--policies.lora_modules_to_save '[]'" in err
