@@ -75,7 +75,7 @@ and one step.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llm_marl.envs.math.datasets import AGENTPO_EVAL_BENCHMARKS
@@ -230,6 +230,15 @@ _TEAM_MODEL = "hf:Qwen/Qwen2.5-7B-Instruct"
 _SOLVER_SAMPLING = {"max_new_tokens": 2048, "temperature": 0.0, "top_p": 1.0}
 _NUM_SOLVERS = 3  # mad_num_agents=3 (scripts/train.sh line 87)
 
+
+def _frozen_team(collaborator: str, solvers: Sequence[str]) -> dict[str, Any]:
+    """:func:`_released` for a ``collaborator`` that leads the frozen ``solvers``: each one is
+    the mad run's model (:data:`_TEAM_MODEL`) and decodes greedily (:data:`_SOLVER_SAMPLING`)."""
+    layer = _released(collaborator, dict.fromkeys(solvers, _SOLVER_SAMPLING))
+    layer["policies"]["frozen"] = dict.fromkeys(solvers, _TEAM_MODEL)
+    return layer
+
+
 _DEBATERS = solver_names("debater", _NUM_SOLVERS)
 # Loss, optimiser, data, schedule, collaborator sampling: as agentpo-math-hint (the mad
 # train.sh keeps them). The team: debate/config.py and train.sh lines 87-90.
@@ -251,13 +260,8 @@ AGENTPO_MATH_DEBATE = preset(
                 "aggregate": "vote",  # MADConfig.use_majority_vote=True (line 21)
             },
         },
-        "policies": {"frozen": dict.fromkeys(_DEBATERS, _TEAM_MODEL)},
     },
-    defaults=(
-        _RUN,
-        _RELEASED,
-        _released("coordinator", dict.fromkeys(_DEBATERS, _SOLVER_SAMPLING)),
-    ),
+    defaults=(_RUN, _RELEASED, _frozen_team("coordinator", _DEBATERS)),
     tiny=_TINY,
 )
 
@@ -274,12 +278,7 @@ AGENTPO_MATH_ROLES = preset(
             "env": "math_roles-v0",
             "env_kwargs": {**_TRAIN_DATA, "num_solvers": _NUM_SOLVERS, "aggregate": "vote"},
         },
-        "policies": {"frozen": dict.fromkeys(_ROLE_SOLVERS, _TEAM_MODEL)},
     },
-    defaults=(
-        _RUN,
-        _RELEASED,
-        _released("assigner", dict.fromkeys(_ROLE_SOLVERS, _SOLVER_SAMPLING)),
-    ),
+    defaults=(_RUN, _RELEASED, _frozen_team("assigner", _ROLE_SOLVERS)),
     tiny=_TINY,
 )

@@ -91,31 +91,26 @@ _TOY_LORA: dict[str, Any] = {
     "policies": {"lora_modules_to_save": ["embed_tokens"]},
 }
 
+
+def _toy(name: str, summary: str, trainer: dict[str, Any], format_warmup_steps: int) -> Preset:
+    """A toy preset: the :data:`_TOY` values for ``trainer["env"]`` (chosen by that env without
+    ``--preset``), its ``--lora`` layer :data:`_TOY_LORA`."""
+    values = {"trainer": trainer, "policies": {"format_warmup_steps": format_warmup_steps}}
+    return preset("magrpo", name, summary, values, defaults=(_RUN, _TOY), auto=True, lora=_TOY_LORA)
+
+
 # The offline default: two tiny LMs learn a coordination convention on CPU.
-TOY_COORDINATION = preset(
-    "magrpo",
+TOY_COORDINATION = _toy(
     "toy-coordination",
     "two offline tiny LMs learn a coordination convention on CPU (the default)",
-    {
-        "trainer": {"env": "coordination-v0", "steps": 150, "tasks_per_step": 5},
-        "policies": {"format_warmup_steps": 60},
-    },
-    defaults=(_RUN, _TOY),
-    auto=True,
-    lora=_TOY_LORA,
+    {"env": "coordination-v0", "steps": 150, "tasks_per_step": 5},
+    format_warmup_steps=60,
 )
-
-TOY_REFERENTIAL = preset(
-    "magrpo",
+TOY_REFERENTIAL = _toy(
     "toy-referential",
     "two offline tiny LMs learn to name an object (speaker -> listener) on CPU",
-    {
-        "trainer": {"env": "referential-v0", "steps": 100, "tasks_per_step": 4},
-        "policies": {"format_warmup_steps": 150},
-    },
-    defaults=(_RUN, _TOY),
-    auto=True,
-    lora=_TOY_LORA,
+    {"env": "referential-v0", "steps": 100, "tasks_per_step": 4},
+    format_warmup_steps=150,
 )
 
 # The released rollout sampling of MAGRPO's code runs: 256 new tokens, temperature 0.6, top-p
