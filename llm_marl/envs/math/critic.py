@@ -95,7 +95,6 @@ class MathCriticEnv(MathEnv):
     metadata = {"name": "math_critic-v0"}
     possible_agents = ["actor", "critic"]
     turn_order = "`actor` drafts, `critic` critiques, `actor` revises (three phases)"
-    reward_range = (0.0, 1.0)
     chance_note = "none to guess: an empty critique leaves the frozen actor's own accuracy"
     collaborator = "critic"
     default_prompts = CRITIC_PROMPTS

@@ -190,7 +190,6 @@ class MathDebateEnv(MathTeamEnv):
 
     metadata = {"name": "math_debate-v0"}
     turn_order = "`coordinator`, then every debater together for rounds 0 to `rounds` (default 2)"
-    reward_range = (0.0, 1.0)
     chance_note = "none to guess: an empty guide leaves the frozen debaters' own accuracy"
     collaborator = "coordinator"
     solver_prefix = "debater"

@@ -42,6 +42,9 @@ class MathEnv(LLMParallelEnv, abstract=True):
     the two hooks; their ``setup_episode`` checks the task with :func:`check_math_task`.
     """
 
+    # Every math env pays the graded answer (0 or 1), or with format_weight w the mix
+    # (1 - w) * correct + w * format: one range for the whole family.
+    reward_range = (0.0, 1.0)
     actor: ClassVar[str] = "actor"
     """The agent whose final answer is graded."""
     collaborator: ClassVar[str | None] = None

@@ -75,7 +75,6 @@ class MathHintEnv(MathEnv):
     metadata = {"name": "math_hint-v0"}
     possible_agents = ["hint", "actor"]
     turn_order = "`hint`, then `actor` (two phases, one step each)"
-    reward_range = (0.0, 1.0)
     chance_note = "none to guess: an empty hint leaves the frozen actor's own accuracy"
     collaborator = "hint"
     default_prompts = HINT_PROMPTS

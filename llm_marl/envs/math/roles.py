@@ -175,7 +175,6 @@ class MathRolesEnv(MathTeamEnv):
 
     metadata = {"name": "math_roles-v0"}
     turn_order = "`assigner`, then every solver together (two phases, one step each)"
-    reward_range = (0.0, 1.0)
     chance_note = "none to guess: empty roles leave the frozen solvers' own accuracy"
     collaborator = "assigner"
     solver_prefix = "solver"

@@ -57,7 +57,6 @@ class MathSingleEnv(MathEnv):
     metadata = {"name": "math_single-v0"}
     possible_agents = ["actor"]
     turn_order = "`actor` alone, one step"
-    reward_range = (0.0, 1.0)
     chance_note = "about 0: a math answer is not guessed"
     collaborator = None
     default_prompts = SINGLE_PROMPTS

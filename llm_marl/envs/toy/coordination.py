@@ -71,7 +71,6 @@ class CoordinationEnv(DigitGame):
     metadata = {"name": "coordination-v0"}
     possible_agents = ["left", "right"]
     turn_order = "`left` and `right` together, once per round (`num_rounds`, default 1)"
-    reward_range = (0.0, 1.0)
     chance_note = "uniformly random valid digits"
     max_steps = 1
 

@@ -21,6 +21,8 @@ class DigitGame(LLMParallelEnv, abstract=True):
         render_mode: see :class:`~llm_marl.envs.base.LLMParallelEnv`.
     """
 
+    reward_range = (0.0, 1.0)  # the weighted mean of two 0/1 terms
+
     def __init__(
         self,
         tasks: list[Task] | None = None,

@@ -53,7 +53,6 @@ class ReferentialEnv(DigitGame):
     metadata = {"name": "referential-v0"}
     possible_agents = ["speaker", "listener"]
     turn_order = "`speaker`, then `listener` (two phases, one step each)"
-    reward_range = (0.0, 1.0)
     chance_note = "a listener guessing a uniformly random valid digit"
     max_steps = 2
 
