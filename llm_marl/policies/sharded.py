@@ -173,30 +173,55 @@ def _layer_modules(model: Any) -> list[Any]:
 def full_weights(policy: HFPolicy, *, adapter_only: bool = False) -> Iterator[tuple[str, Any]]:
     """``(name, full tensor)`` for each parameter of ``policy``, gathered one at a time.
 
-    Names are the underlying ``transformers`` model's (``model.layers.0.mlp.up_proj.weight``),
-    or with ``adapter_only`` the LoRA weights of the policy's adapter in peft's file naming
-    (``base_model.model....lora_A.weight``, adapter name removed), as written by
-    :meth:`HFPolicy.save`. For a sharded policy each tensor is all-gathered when reached, so
-    at most one parameter is whole at a time; every rank of the group must iterate the stream
-    to its end in step (the gathers are collective). Tied weights appear once.
+    Names are the underlying ``transformers`` model's (``model.layers.0.mlp.up_proj.weight``;
+    tied weights appear once), or with ``adapter_only`` the entries of the policy's peft
+    adapter file, as :meth:`HFPolicy.save` writes it: the LoRA weights and the adapter's
+    trained copies of whole modules (peft's ``modules_to_save``), adapter name removed
+    (``base_model.model....lora_A.weight``, ``base_model.model.model.embed_tokens.weight``). A
+    copy tied to another module (an embedding copy that is the output layer too) is gathered
+    once and handed under each of its names, as peft's file holds it. For a sharded policy
+    each tensor is all-gathered when reached, so at most one parameter is whole at a time;
+    every rank of the group must iterate the stream to its end in step (the gathers are
+    collective).
     """
     from torch.distributed.tensor import DTensor
 
     if adapter_only:
-        if policy.adapter is None:
-            raise ValueError(f"policy {policy.name!r} has no LoRA adapter")
-        named = policy.model.named_parameters()
-        marker = f".{policy.adapter}"
-        for name, param in named:
-            if marker + "." not in name + "." or "lora_" not in name:
-                continue
+        for names, param in _adapter_entries(policy):
             value = param.full_tensor() if isinstance(param, DTensor) else param
-            yield name.replace(marker, ""), value.detach()
+            for name in names:
+                yield name, value.detach()
         return
     for name, param in policy._base.named_parameters():
         value = param.full_tensor() if isinstance(param, DTensor) else param
         # peft wraps a LoRA policy's layers: its base weights carry a ``base_layer`` segment.
         yield name.replace(".base_layer", ""), value.detach()
+
+
+def _adapter_entries(policy: HFPolicy) -> list[tuple[list[str], Any]]:
+    """Each distinct parameter of ``policy``'s adapter with its names in peft's adapter file.
+
+    peft's own ``get_peft_model_state_dict`` picks and names the entries, from the model's
+    parameters as they are (a sharded model's hold only this rank's shards: nothing is
+    gathered here).
+    """
+    from peft import get_peft_model_state_dict
+
+    if policy.adapter is None:
+        raise ValueError(f"policy {policy.name!r} has no LoRA adapter")
+    state = get_peft_model_state_dict(
+        policy.model,
+        # keep_vars: the parameters themselves, so that a tied copy is one object.
+        state_dict=policy.model.state_dict(keep_vars=True),
+        adapter_name=policy.adapter,
+        # Only what the adapter trains; "auto" would re-read the base's config to check for a
+        # resized vocabulary (which a run here never makes).
+        save_embedding_layers=False,
+    )
+    entries: dict[int, tuple[list[str], Any]] = {}
+    for name, param in state.items():
+        entries.setdefault(id(param), ([], param))[0].append(name)
+    return list(entries.values())
 
 
 def push_weights(
@@ -233,7 +258,8 @@ def save_hf(policy: HFPolicy, path: str | os.PathLike[str], *, rank: int = 0) ->
     state: dict[str, Any] = {}
     for name, tensor in full_weights(policy, adapter_only=adapter):
         if writer:
-            state[name] = tensor.cpu().contiguous()
+            # A tied copy comes twice as one tensor; safetensors wants distinct memory.
+            state[name] = tensor.detach().to("cpu", copy=True).contiguous()
     if not writer:
         return None
     out = Path(path)

@@ -157,14 +157,6 @@ class PoliciesConfig:
                 )
             if self.backend != "vllm":
                 raise ValueError("policies.vllm sets engine settings: add policies.backend vllm")
-        if self.world_size > 1 and self.lora and self.lora_modules_to_save:
-            # The sharded learner streams adapters' LoRA weights only (to rank 0's sampler and
-            # into the consolidated adapter directory), not whole trained module copies.
-            raise ValueError(
-                f"policies.lora_modules_to_save={self.lora_modules_to_save} is not supported "
-                "with policies.world_size > 1 yet: set policies.lora_modules_to_save [] "
-                "(e.g. --policies.lora_modules_to_save '[]')"
-            )
         if self.backend == "vllm" and self.lora and self.lora_modules_to_save:
             # vLLM serves adapters' LoRA weights only, not whole trained modules.
             raise ValueError(

@@ -28,7 +28,14 @@ CASES: list[dict[str, Any]] = [
         "lora": False,
         "micro_batch_size": 3,
     },
-    {"loss": "clipped", "aggregation": "sequence-mean", "lora": True, "micro_batch_size": 1},
+    # LoRA with a trained copy of the (tied) embedding, as the toy presets' adapters have.
+    {
+        "loss": "clipped",
+        "aggregation": "sequence-mean",
+        "lora": True,
+        "micro_batch_size": 1,
+        "modules_to_save": ["embed_tokens"],
+    },
     {
         "loss": "policy-gradient",
         "aggregation": "token-mean",
@@ -69,7 +76,15 @@ def make_policy(model_dir: str, case: dict[str, Any]) -> Any:
     if case["lora"]:
         from peft import LoraConfig
 
-        lora = LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules="all-linear")
+        saved = case.get("modules_to_save")
+        lora = LoraConfig(
+            r=4,
+            lora_alpha=8,
+            lora_dropout=0.0,
+            target_modules="all-linear",
+            modules_to_save=saved,
+            ensure_weight_tying=bool(saved),  # the copy stays the output layer too
+        )
     # peft draws LoRA's A matrices from the global generator: the same start in every process.
     with torch.random.fork_rng():
         torch.manual_seed(0)

@@ -145,14 +145,3 @@ def test_vllm_backend_refuses_the_preset_embedding_copy_in_one_line(capsys, tmp_
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "lora_modules_to_save=['embed_tokens']" in err, err
     assert "--policies.lora_modules_to_save '[]'" in err
-
-
-def test_sharded_learner_refuses_the_preset_embedding_copy_in_one_line(capsys, tmp_path) -> None:
-    """The sharded learner streams LoRA weights only: the embedding copy of the toy presets'
-    LoRA layer is refused with world_size > 1 at the config, before torchrun is asked for."""
-    from llm_marl.cli import main
-
-    argv = ["train", "--preset", "toy-coordination", "--lora", "--policies.world_size", "2"]
-    assert main([*argv, "--steps", "1", "--output-dir", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "not supported with policies.world_size > 1" in err, err
