@@ -20,9 +20,9 @@ Only rank 0 evaluates, logs and plots. A checkpoint holds what one process's hol
 consolidated weights (the samplers' copies, ``hf:``-loadable), KL references, algorithm and
 RNG state -- plus each sharded policy's weights and optimizer state written by every rank with
 ``torch.distributed.checkpoint`` (see :class:`ShardedTrainer`). ``--trainer.resume`` continues
-it on the same number of ranks, on another, or in one process. Sampling on rank 0 uses the
-same weights and seeds as a single process, so the run equals the single-process run of the
-same config up to float rounding.
+it on the same number of ranks, on another, or in one process; a sharded run also continues a
+single-process run's checkpoint. Sampling on rank 0 uses the same weights and seeds as a single
+process, so the run equals the single-process run of the same config up to float rounding.
 """
 
 from __future__ import annotations
@@ -265,7 +265,8 @@ class ShardedTrainer(Trainer):
     does; every rank writes its shards of each sharded policy's trainable weights and
     optimizer state into the same checkpoint's ``sharded/<key>`` folder with
     ``torch.distributed.checkpoint``. ``--trainer.resume`` reads them back on any number of
-    ranks, or in one process (:meth:`Trainer.load_algorithm_state`).
+    ranks, or in one process (:meth:`Trainer.load_algorithm_state`); a single-process run's
+    checkpoint resumes here too (:meth:`load_algorithm_state`).
     """
 
     def __init__(self, *args: Any, group: LearnerGroup, **kwargs: Any) -> None:
@@ -369,18 +370,21 @@ class ShardedTrainer(Trainer):
         from llm_marl.train.checkpoint import resume_latest
 
         box: list[Any] = [None]
+        resumed: tuple[Path, int, dict[str, Any], dict[str, Any]] | None = None
         if self.group.rank == 0:
             try:
                 with quiet_transformers():
                     # The algorithm state is applied below, on every rank together.
-                    box[0] = resume_latest(self.output_dir, self._views(), lambda state: None)
+                    resumed = resume_latest(self.output_dir, self._views(), lambda state: None)
             except BaseException as exc:
                 dist.broadcast_object_list([exc], src=0)  # the other ranks raise it too
                 raise
+            box[0] = self._for_other_ranks(resumed)
         dist.broadcast_object_list(box, src=0)
         if isinstance(box[0], BaseException):
             raise box[0]
-        resumed: tuple[Path, int, dict[str, Any], dict[str, Any]] | None = box[0]
+        if self.group.rank != 0:
+            resumed = box[0]
         if resumed is None:
             return None
         seen: set[int] = set()
@@ -392,3 +396,48 @@ class ShardedTrainer(Trainer):
                     dist.broadcast(tensor.data, src=0)
         self.load_algorithm_state(resumed[2])
         return resumed
+
+    def _for_other_ranks(
+        self, resumed: tuple[Path, int, dict[str, Any], dict[str, Any]] | None
+    ) -> tuple[Path, int, dict[str, Any], dict[str, Any]] | None:
+        """What rank 0 sends of a resumed checkpoint: a single-process run's optimizer states
+        of the sharded policies are left out (rank 0 sends them tensor by tensor, see
+        :func:`~llm_marl.train.sharded_checkpoint.load_full`)."""
+        from llm_marl.train.checkpoint import dcp_path
+        from llm_marl.train.sharded_checkpoint import sharded_learners
+
+        if resumed is None or not isinstance(resumed[2].get("optimizers"), dict):
+            return resumed
+        ckpt, start, state, meta = resumed
+        sharded = sharded_learners(self.algorithm)
+        optimizers = {
+            key: {} if key in sharded and dcp_path(entry) is None else entry
+            for key, entry in state["optimizers"].items()
+        }
+        return ckpt, start, {**state, "optimizers": optimizers}, meta
+
+    def load_algorithm_state(self, state: dict[str, Any]) -> None:
+        """Collective: as one process does, and a single-process run's checkpoint loads into
+        the sharded policies from rank 0 (its consolidated weights, which rank 0's samplers
+        hold after the resume, and its optimizer states)."""
+        from llm_marl.train.sharded_checkpoint import restore_optimizers
+
+        restore_optimizers(self.algorithm, state, self._consolidated_weights)
+        self.algorithm.load_state_dict(state)
+
+    def _consolidated_weights(self, policy: HFPolicy) -> dict[str, torch.Tensor] | None:
+        """Rank 0: ``policy``'s trainable weights as its sampler holds them (the checkpoint's
+        consolidated weights, after a resume), by the model's parameter names; else ``None``."""
+        if self.group.rank != 0:
+            return None
+        engine = getattr(policy, "generation_engine", None)
+        if not isinstance(engine, SamplerEngine):
+            raise ConfigError(f"policy {policy.name!r} has no sampler on rank 0 to load from")
+        # The sampler is a copy of the model made before sharding: the same parameter names.
+        held = dict(engine.sampler.model.named_parameters())
+        trained = {id(param) for param in policy.parameters()}
+        return {
+            name: held[name].detach()
+            for name, param in policy.model.named_parameters()
+            if id(param) in trained
+        }

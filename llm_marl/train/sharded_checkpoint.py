@@ -11,12 +11,19 @@ the optimizer state follows its parameters whatever the sharding.
 A LoRA policy saves only what it trains (``ignore_frozen_params``): the base is read again
 from its source. The consolidated Hugging Face directory of a policy is
 :func:`llm_marl.policies.sharded.save_hf`.
+
+A single-process run's checkpoint has no DCP folder: its weights are the consolidated ones and
+its optimizer state is torch's plain ``Optimizer.state_dict()``. :func:`load_full` loads those
+into a sharded policy: rank 0 holds them whole and torch's
+``set_model_state_dict`` / ``set_optimizer_state_dict`` (``full_state_dict`` and
+``broadcast_from_rank0``) send each tensor to the ranks, which keep their shards.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,12 +32,17 @@ from llm_marl.policies.sharded import data_parallel
 from llm_marl.tools.files import replace_dir
 
 if TYPE_CHECKING:
+    import torch
     from torch.optim import Optimizer
     from torch.optim.lr_scheduler import LRScheduler
 
     from llm_marl.policies.hf import HFPolicy
 
-__all__ = ["load_sharded", "restore_optimizers", "save_sharded", "sharded_learners"]
+__all__ = ["load_full", "load_sharded", "restore_optimizers", "save_sharded", "sharded_learners"]
+
+FullWeights = Callable[["HFPolicy"], "Mapping[str, torch.Tensor] | None"]
+"""A sharded policy's trainable weights, whole, by the model's parameter names, on rank 0 (the
+consolidated weights a checkpoint held); ``None`` on the other ranks."""
 
 
 def _options() -> Any:
@@ -133,15 +145,79 @@ def sharded_learners(algorithm: Any) -> dict[str, tuple[HFPolicy, Optimizer]]:
     }
 
 
-def restore_optimizers(algorithm: Any, state: dict[str, Any]) -> None:
-    """Load the DCP checkpoints that ``state["optimizers"]`` names into the algorithm's
-    policies and optimizers, and put each optimizer's loaded state in its entry, in place.
+def load_full(
+    policy: HFPolicy,
+    optimizer: Optimizer,
+    weights: Mapping[str, torch.Tensor] | None,
+    optimizer_state: Mapping[str, Any] | None,
+) -> None:
+    """Load whole trainable weights and a plain optimizer state into a sharded ``policy``.
+
+    Collective: rank 0 passes ``weights`` (the model's parameter names -> full tensors; a LoRA
+    policy: its adapter's) and ``optimizer_state`` (``Optimizer.state_dict()`` of an optimizer
+    built over :meth:`HFPolicy.parameters` in the same order, as a single-process run's is);
+    the other ranks pass ``None``. Rank 0 broadcasts each tensor and every rank keeps its
+    shard. An optimizer over other parameters than the saved one is a
+    :class:`~llm_marl.errors.CheckpointError`.
+    """
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    # Not strict: only the trainable weights come; the frozen ones are already every rank's.
+    options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True, strict=False)
+    set_model_state_dict(policy.model, dict(weights or {}), options=options)
+    named: dict[str, Any] = {}
+    if optimizer_state is not None:
+        named = _named_optimizer_state(policy, optimizer, optimizer_state)
+    # As in load_sharded: a leftover gradient would keep torch from building the state that
+    # the loaded one replaces.
+    optimizer.zero_grad(set_to_none=True)
+    set_optimizer_state_dict(policy.model, optimizer, named, options=options)
+
+
+def _named_optimizer_state(
+    policy: HFPolicy, optimizer: Optimizer, state: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``state`` (keyed by parameter index, torch's format) keyed by parameter name instead,
+    as ``set_optimizer_state_dict`` reads a full state: index ``i`` of the saved groups is
+    the ``i``-th parameter of ``optimizer``'s groups."""
+    names = {id(param): name for name, param in policy.model.named_parameters()}
+    saved, current = state["param_groups"], optimizer.param_groups
+    sizes = ([len(g["params"]) for g in saved], [len(g["params"]) for g in current])
+    if sizes[0] != sizes[1]:
+        raise CheckpointError(
+            f"the checkpoint's optimizer of {policy.name!r} holds parameter groups of sizes "
+            f"{sizes[0]}, this policy's optimizer {sizes[1]}: it was not saved by this policy"
+        )
+    name_of: dict[int, str] = {}
+    groups = []
+    for old, new in zip(saved, current):
+        for index, param in zip(old["params"], new["params"]):
+            name_of[index] = names[id(param)]
+        groups.append({**old, "params": [name_of[i] for i in old["params"]]})
+    return {
+        "state": {name_of[index]: value for index, value in state["state"].items()},
+        "param_groups": groups,
+    }
+
+
+def restore_optimizers(
+    algorithm: Any, state: dict[str, Any], full_weights: FullWeights | None = None
+) -> None:
+    """Load the optimizer states of ``state["optimizers"]`` that a plain load cannot take
+    into the algorithm's policies and optimizers, and put each optimizer's loaded state in its
+    entry, in place.
 
     ``state`` is an ``algorithm.pt`` read by :func:`~llm_marl.train.checkpoint.load_checkpoint`
     (markers resolved to absolute paths); ``algorithm.load_state_dict(state)`` then restores
-    the rest as for any checkpoint. The policies may be sharded over any number of ranks
-    (every rank calls it) or be plain single-process policies. A sharded policy whose entry
-    holds a plain optimizer state (a single-process run's checkpoint) is refused.
+    the rest as for any checkpoint. An entry naming a DCP folder is loaded with its weights by
+    :func:`load_sharded`, into policies sharded over any number of ranks (every rank calls it)
+    or plain single-process ones. A plain entry (a single-process run's checkpoint) of a
+    sharded policy is loaded with :func:`load_full` from rank 0, with the policy's weights from
+    ``full_weights``; without ``full_weights`` it is refused.
     """
     from llm_marl.train.checkpoint import dcp_path
 
@@ -155,13 +231,19 @@ def restore_optimizers(algorithm: Any, state: dict[str, Any]) -> None:
         if key not in optimizers or key not in groups:
             continue  # algorithm.load_state_dict names the mismatch
         policy = groups[key][0]
-        if path is None:
-            if data_parallel(policy) is not None:
-                raise ConfigError(
-                    f"the checkpoint's optimizer of {key!r} was saved by a single-process run; "
-                    "a sharded learner resumes only sharded checkpoints: resume it with "
-                    "policies.world_size 1"
-                )
-            continue
-        load_sharded(path, policy, optimizers[key])
+        dp = data_parallel(policy)
+        if path is not None:
+            load_sharded(path, policy, optimizers[key])
+        elif dp is None:
+            continue  # a plain state for a plain optimizer: algorithm.load_state_dict
+        elif full_weights is None:
+            raise ConfigError(
+                f"the checkpoint's optimizer of {key!r} was saved by a single-process run and "
+                "no consolidated weights were given to load with it: resume it with "
+                "policies.world_size 1, or through llm-marl train under torchrun"
+            )
+        else:
+            # Rank 0's entry is the saved state; the others' is not read (rank 0 sends it).
+            weights = full_weights(policy)
+            load_full(policy, optimizers[key], weights, entry if dp.rank == 0 else None)
         entries[key] = optimizers[key].state_dict()

@@ -1,6 +1,8 @@
 """A sharded learner's checkpoint markers, checked without launching ranks: ``algorithm.pt``
-naming a DCP folder that is not there is a corrupt checkpoint, and a sharded policy refuses a
-single-process run's optimizer state in one line."""
+naming a DCP folder that is not there is a corrupt checkpoint; a sharded policy given a
+single-process run's optimizer state without the weights to load with it refuses it in one
+line; that state is renamed by parameter for torch's loader, and one of another optimizer is
+a corrupt checkpoint. (``test_sharded_train.py`` resumes a single-process run on 2 ranks.)"""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import torch
 from llm_marl.errors import CheckpointError, ConfigError
 from llm_marl.policies.sharded import DataParallel
 from llm_marl.train.checkpoint import DCP_MARKER, _resolve_dcp, dcp_path
-from llm_marl.train.sharded_checkpoint import restore_optimizers
+from llm_marl.train.sharded_checkpoint import _named_optimizer_state, restore_optimizers
 
 
 def test_marker_is_resolved_inside_the_checkpoint(tmp_path: Path) -> None:
@@ -41,3 +43,23 @@ def test_sharded_policy_refuses_a_single_process_optimizer_state() -> None:
     with pytest.raises(ConfigError, match="single-process run") as info:
         restore_optimizers(algorithm, state)
     assert "\n" not in str(info.value) and "world_size 1" in str(info.value)
+
+
+def test_plain_optimizer_state_is_renamed_by_parameter() -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 1))
+    policy = SimpleNamespace(model=model, name="left")
+    head, body = list(model[1].parameters()), list(model[0].parameters())
+    optimizer = torch.optim.AdamW([{"params": head}, {"params": body, "lr": 0.5}])
+    model(torch.ones(1, 2)).sum().backward()
+    optimizer.step()
+    saved = optimizer.state_dict()
+    named = _named_optimizer_state(policy, optimizer, saved)
+    assert [g["params"] for g in named["param_groups"]] == [
+        ["1.weight", "1.bias"],
+        ["0.weight", "0.bias"],
+    ]
+    assert named["param_groups"][1]["lr"] == 0.5
+    assert named["state"]["0.bias"] is saved["state"][3]
+    other = torch.optim.AdamW([{"params": head + body}])
+    with pytest.raises(CheckpointError, match=r"sizes \[2, 2\].*\[4\]"):
+        _named_optimizer_state(policy, other, saved)

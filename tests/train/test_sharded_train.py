@@ -1,7 +1,8 @@
 """``llm-marl train`` with a sharded learner, launched by torchrun: 2 gloo ranks train the toy
-preset and end with the single-process run's weights and metrics; its checkpoints resume on 2
-ranks (bit-identical continuation) and in one process, and its consolidated weights evaluate
-as ``hf:PATH`` in ``llm-marl eval``.
+preset (full weights; LoRA adapters with their embedding copies) and end with the
+single-process run's weights and metrics; its checkpoints resume on 2 ranks (bit-identical
+continuation), on 3 ranks and in one process, a single-process run's checkpoint resumes on 2
+ranks, and its consolidated weights evaluate as ``hf:PATH`` in ``llm-marl eval``.
 
 The launches are slow (torchrun, 2 processes): one module-scoped pair of runs (one process,
 2 ranks) serves several tests."""
@@ -48,7 +49,7 @@ RUN = [
 ]
 
 
-def _torchrun(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _torchrun(out: Path, *extra: str, ranks: int = 2) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
@@ -58,12 +59,12 @@ def _torchrun(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         "torch.distributed.run",
         "--standalone",  # a free port: other runs on the machine keep theirs
         "--nproc-per-node",
-        "2",
+        str(ranks),
         "-m",
         "llm_marl.cli",
         *RUN,
         "--policies.world_size",
-        "2",
+        str(ranks),
         "--trainer.output_dir",
         str(out),
         *extra,
@@ -169,6 +170,47 @@ def test_sharded_checkpoint_resumes_in_one_process(runs: tuple[Path, Path], tmp_
     for key in ("reward", "loss", "grad_norm", "kl", "eval/reward"):
         if key in rows_two[1]:
             assert rows_cut[1][key] == pytest.approx(rows_two[1][key], rel=1e-4, abs=1e-6), key
+
+
+def _assert_same_continuation(
+    whole: Path, resumed: Path, *others: Path, proc: subprocess.CompletedProcess[str]
+) -> None:
+    """``resumed`` (a run cut after step 1 and resumed) ended as the uninterrupted ``whole``
+    (and ``others``) did, to float tolerance, and logged step 2 as ``whole`` did."""
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "resuming from step 1" in proc.stdout
+    for run in (whole, *others):
+        _assert_close(_weights(run), _weights(resumed))
+    rows_whole, rows_cut = _rows(whole), _rows(resumed)
+    assert [r["step"] for r in rows_cut] == [1, 2]
+    assert rows_cut[0] == rows_whole[0]  # kept from the cut run
+    for key in ("reward", "loss", "grad_norm", "kl", "eval/reward"):
+        if key in rows_whole[1]:
+            assert rows_cut[1][key] == pytest.approx(rows_whole[1][key], rel=1e-4, abs=1e-6), key
+
+
+@pytest.mark.slow
+def test_sharded_checkpoint_resumes_on_three_ranks(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    # 2 -> 3: DCP re-slices the 2 ranks' shards for 3 (uneven: e.g. 64 rows in three).
+    single, sharded = runs
+    cut = _cut_after_step_1(sharded, tmp_path / "cut")
+    proc = _torchrun(cut, "--trainer.resume", "true", ranks=3)
+    _assert_same_continuation(sharded, cut, single, proc=proc)
+    meta = json.loads((cut / "checkpoints" / "step-000002" / "trainer.json").read_text())
+    assert meta["sharded_learner"] == 3 and "sharded/left/__2_0.distcp" in meta["sha256"]
+
+
+@pytest.mark.slow
+def test_single_process_checkpoint_resumes_on_two_ranks(
+    runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # 1 -> 2: no DCP folder; rank 0 reads the consolidated weights and the plain optimizer
+    # state and sends them to the ranks (set_model/optimizer_state_dict from rank 0).
+    single, sharded = runs
+    cut = _cut_after_step_1(single, tmp_path / "cut")
+    assert not (cut / "checkpoints" / "step-000001" / "sharded").exists()
+    proc = _torchrun(cut, "--trainer.resume", "true")
+    _assert_same_continuation(single, cut, sharded, proc=proc)
 
 
 @pytest.mark.slow
