@@ -113,8 +113,36 @@ class PGConfig:
     optimizer state that give NaN every time will not heal."""
 
     def __post_init__(self) -> None:
+        # Every float knob finite first: NaN passes any "< 0" check, and torch refuses some
+        # (betas, weight decay) only when the optimizer is built, after the models are.
+        for name in (
+            "lr",
+            "weight_decay",
+            "adam_eps",
+            "max_grad_norm",
+            "clip_low",
+            "clip_high",
+            "clip_ratio_c",
+            "kl_coef",
+            "token_sum_normalizer",
+        ):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value}")
         if self.lr <= 0:
             raise ValueError(f"lr must be > 0, got {self.lr}")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        if self.adam_eps < 0:
+            raise ValueError(f"adam_eps must be >= 0, got {self.adam_eps}")
+        if self.max_grad_norm is not None and self.max_grad_norm <= 0:
+            raise ValueError(f"max_grad_norm must be > 0 or None, got {self.max_grad_norm}")
+        if self.token_sum_normalizer is not None and self.token_sum_normalizer <= 0:
+            raise ValueError(
+                f"token_sum_normalizer must be > 0 or None, got {self.token_sum_normalizer}"
+            )
+        if self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got {self.seed}")
         if self.epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
         for name in ("minibatch_size", "micro_batch_size"):
@@ -152,6 +180,8 @@ class PGConfig:
         if len(self.betas) != 2:
             raise ValueError(f"betas must be two numbers, got {self.betas!r}")
         self.betas = (float(self.betas[0]), float(self.betas[1]))  # JSON round-trips give lists
+        if not all(0.0 <= b < 1.0 for b in self.betas):
+            raise ValueError(f"betas must each be in [0, 1), got {self.betas}")
 
 
 def make_optimizer(

@@ -19,6 +19,7 @@ turn as a new segment.
 
 from __future__ import annotations
 
+import math
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from llm_marl.checks import check_int, check_number
+from llm_marl.errors import ConfigError
 from llm_marl.errors import PolicyError as PolicyError  # re-exported: policies raise it
 from llm_marl.tools.text import scrub_surrogates
 
@@ -71,6 +73,8 @@ class SamplingParams:
             for s in self.request_seeds:
                 check_int(s, "request_seeds[i]", 0)
         check_number(self.temperature, "temperature", 0)
+        if math.isinf(self.temperature):  # a softmax at infinite temperature is no distribution
+            raise ConfigError(f"temperature must be a finite number >= 0, got {self.temperature}")
         check_number(self.top_p, "top_p", 0, 1, open_low=True)
         check_int(self.top_k, "top_k", 0)
 

@@ -35,11 +35,13 @@ Command line
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import difflib
 import functools
 import inspect
 import json
+import math
 import os
 import re
 import textwrap
@@ -274,13 +276,18 @@ def _convert_scalar(value: Any, tp: Any, path: str) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     elif tp is float:
+        number: float | None = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):  # YAML 1.1 reads "1e-6" (no dot) as a string
-            try:
-                return float(value)
-            except ValueError:
-                pass
+            number = float(value)
+        elif isinstance(value, str):  # YAML 1.1 reads "1e-6" (no dot) as a string
+            with contextlib.suppress(ValueError):
+                number = float(value)
+        if number is not None:
+            # No setting of a run means anything at NaN or infinity ("--lr nan" trained with a
+            # NaN step after minutes of warm-up): refused here, once, for every float field.
+            if not math.isfinite(number):
+                raise ConfigError(f"{path}: expected a finite number, got {value!r}")
+            return number
     elif tp is str:
         if isinstance(value, str):
             return value

@@ -185,6 +185,9 @@ class TrainerConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.keep_checkpoints < 1:
             raise ValueError(f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}")
+        if not 0 <= self.seed < 2**32:
+            # numpy's generators and the envs' resets refuse other seeds, mid-run.
+            raise ValueError(f"seed must be in [0, 2**32), got {self.seed}")
 
 
 # ---------------------------------------------------------------------------------------- Trainer
