@@ -94,7 +94,16 @@ def test_python_configs_refuse_them_too():
 
 @pytest.mark.parametrize("flags", [["--temperature", "inf"], ["--top-p", "inf"]])
 def test_eval_refuses_an_infinite_temperature(capsys, flags):
-    argv = ["eval", "--env", "math_single-v0", "--actor", "scripted:builtins:str", "--limit", "1", *flags]
+    argv = [
+        "eval",
+        "--env",
+        "math_single-v0",
+        "--actor",
+        "scripted:builtins:str",
+        "--limit",
+        "1",
+        *flags,
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 1, err
