@@ -17,7 +17,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from llm_marl.distributed.recipes import EngineRecipe, build_engine_policies
-from llm_marl.distributed.weights import gloo_group, load_adapter_state, receive_full
+from llm_marl.distributed.weights import (
+    load_adapter_state,
+    receive_full,
+    sync_device,
+    sync_group,
+)
 from llm_marl.errors import PolicyError
 from llm_marl.policies.base import Completion, Conversation, Policy, SamplingParams, TokenContext
 from llm_marl.policies.hf import HFPolicy
@@ -190,14 +195,24 @@ class Engine:
         return self._synced(key, version)
 
     def receive_full(
-        self, key: str, version: int, host: str, port: int, rank: int, world: int, tag: str
+        self,
+        key: str,
+        version: int,
+        host: str,
+        port: int,
+        rank: int,
+        world: int,
+        tag: str,
+        backend: str = "gloo",
     ) -> int:
-        """Join the learner's gloo group and receive the full weights of ``key``."""
+        """Join the learner's sync group (on ``backend``) and receive the full weights of
+        ``key``, one parameter at a time."""
         import ray
 
         policy = self._hf(key)
-        group = gloo_group(host, port, rank, world, tag, ray.util.get_node_ip_address())
-        receive_full(policy, group)
+        own = ray.util.get_node_ip_address()
+        group = sync_group(host, port, rank, world, tag, own, backend)
+        receive_full(policy, group, sync_device(backend))
         return self._synced(key, version)
 
     def load_files(self, key: str, version: int, path: str) -> int:

@@ -8,16 +8,21 @@ pass one as ``collect(..., executor=...)``. It
 * places one engine pool per model (``engines`` actors, each with ``gpus_per_engine`` GPUs),
   ``env_workers`` env worker actors and, when the Trainer attached learners
   (:meth:`attach_learners`), one :class:`~llm_marl.distributed.learner.Learner` actor per
-  trainable policy (``learner_cpus`` / ``learner_gpus`` each) with one placement group;
+  trainable policy -- or, for a sharded policy (``policies.world_size N > 1``), N
+  :class:`~llm_marl.distributed.sharded_learner.ShardedLearner` actors that form a
+  ``torch.distributed`` group and shard it with FSDP2 -- (``learner_cpus`` / ``learner_gpus``
+  per actor) with one placement group, one bundle per actor;
 * runs the algorithm's updates on those learners (:meth:`run_updates`, one per policy, in
   parallel) and copies their states back to the driver's policies and optimizers before a
-  checkpoint (:meth:`pull_learners`);
+  checkpoint (:meth:`pull_learners`; a sharded learner's ranks also write their DCP shards
+  into the checkpoint, :meth:`save_learner_shards`);
 * splits each ``collect`` call's tasks (whole GRPO groups) into contiguous shards, one per env
   worker, with their global task indices, so the episodes are exactly those of a local call
   (per-request seeds, global group ids; see :mod:`llm_marl.rollout.collect`);
 * after every update (:meth:`sync_weights`) sends the trainable policies' new weights to their
   engines, from the learner actor when there is one, else from the driver (LoRA through the
-  object store; full weights over a gloo group, files as fallback) and bumps their version; every episode records the versions it was sampled with and a stale
+  object store; full weights over a group on :func:`~llm_marl.distributed.weights.sync_backend`'s
+  backend, streamed one parameter at a time, files as fallback) and bumps their version; every episode records the versions it was sampled with and a stale
   episode is refused (an ``error`` episode);
 * turns a worker or engine that dies mid-call into ``error`` episodes (Ray restarts the actor;
   a restarted engine gets the current weights before the next call), and shuts every actor
@@ -39,7 +44,15 @@ from llm_marl.distributed.engine import Engine
 from llm_marl.distributed.learner import Learner, LearnerInit, LearnerSpec, load_learner_state
 from llm_marl.distributed.recipes import Plan, plan
 from llm_marl.distributed.resources import RayResources, check_cluster
-from llm_marl.distributed.weights import adapter_state, open_store, send_full
+from llm_marl.distributed.sharded_learner import ShardedLearner
+from llm_marl.distributed.weights import (
+    adapter_state,
+    open_store,
+    send_full,
+    sync_backend,
+    sync_device,
+    sync_group,
+)
 from llm_marl.distributed.worker import EnvWorker, Route
 from llm_marl.errors import ConfigError, TrainingError
 from llm_marl.policies.base import Policy, SamplingParams
@@ -95,21 +108,29 @@ class RayExecutor:
         self._sync_dir: str | None = None
         self.learner_specs: list[LearnerSpec] = []
         """What :meth:`attach_learners` asked for (learner actors start with the others)."""
-        self.learners: dict[str, Any] = {}
-        """Per algorithm key (:attr:`LearnerSpec.key`), its learner actor."""
-        self._learner_of: dict[str, Any] = {}
-        """Per plan key of a trained policy, its learner actor (the source of its weights)."""
+        self.learners: dict[str, list[Any]] = {}
+        """Per algorithm key (:attr:`LearnerSpec.key`), its learner actors by rank (one for an
+        unsharded policy)."""
+        self._learner_of: dict[str, str] = {}
+        """Per plan key of a trained policy, its learner's algorithm key (the source of its
+        weights)."""
 
     def attach_learners(self, specs: Sequence[LearnerSpec]) -> None:
         """Train the policies of ``specs`` in learner actors (started with the other actors,
         from the driver's weights and optimizer states of that moment: a resumed run's)."""
         if self.plan is not None:
             raise ConfigError("attach_learners before the executor starts")
+        gpus = self.resources.learner_gpus
         for spec in specs:
             if not isinstance(spec.policy, HFPolicy):
                 raise ConfigError(
                     f"learner actors train HFPolicy objects; {spec.key!r} is a "
                     f"{type(spec.policy).__name__} (set learner='driver')"
+                )
+            if spec.ranks > 1 and 0 < gpus < 1:
+                raise ConfigError(
+                    f"a sharded learner's ranks each need whole GPUs (NCCL runs one rank per "
+                    f"GPU): learner_gpus {gpus:g} must be 0 or >= 1"
                 )
         self.learner_specs = list(specs)
 
@@ -137,7 +158,8 @@ class RayExecutor:
             self._started_ray = True
         p = plan(policies)
         specs = self.learner_specs
-        check_cluster(r, len(p.recipes), ray.cluster_resources(), learners=len(specs))
+        ranks = sum(spec.ranks for spec in specs)
+        check_cluster(r, len(p.recipes), ray.cluster_resources(), learners=ranks)
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -145,7 +167,7 @@ class RayExecutor:
         for _ in p.recipes:
             for _ in range(r.engines):
                 bundles.append({"CPU": r.cpus_per_engine, "GPU": r.gpus_per_engine})
-        bundles += [{"CPU": r.learner_cpus, "GPU": r.learner_gpus} for _ in specs]
+        bundles += [{"CPU": r.learner_cpus, "GPU": r.learner_gpus} for _ in range(ranks)]
         bundles += [{"CPU": r.cpus_per_env_worker} for _ in range(r.env_workers)]
         bundles = [{k: v for k, v in b.items() if v > 0} or {"CPU": 0.001} for b in bundles]
         pg = placement_group(bundles, strategy="PACK")
@@ -183,19 +205,26 @@ class RayExecutor:
                 )
                 bundle += 1
             self.engines.append(pool)
-        learner_cls = ray.remote(Learner)
-        learner_device = "cuda" if r.learner_gpus > 0 else "cpu"
+        learner_device = self._learner_device()
         self.learners = {}
         for spec in specs:
-            self.learners[spec.key] = learner_cls.options(
-                num_cpus=r.learner_cpus,
-                num_gpus=r.learner_gpus,
-                max_restarts=0,  # its weights and optimizer live only there: --resume instead
-                scheduling_strategy=at(bundle),
-            ).remote(LearnerInit.of(spec), learner_device)
-            bundle += 1
+            init = ray.put(LearnerInit.of(spec))  # one copy for every rank
+            cls = ray.remote(Learner if spec.ranks == 1 else ShardedLearner)
+            group = []
+            for rank in range(spec.ranks):
+                args = (init, learner_device) if spec.ranks == 1 else (init, learner_device, rank)
+                group.append(
+                    cls.options(
+                        num_cpus=r.learner_cpus,
+                        num_gpus=r.learner_gpus,
+                        max_restarts=0,  # its state lives only there: --resume instead
+                        scheduling_strategy=at(bundle),
+                    ).remote(*args)
+                )
+                bundle += 1
+            self.learners[spec.key] = group
         self._learner_of = {
-            key: self.learners[spec.key]
+            key: spec.key
             for spec in specs
             for key, policy in p.policies.items()
             if policy is spec.policy
@@ -216,7 +245,16 @@ class RayExecutor:
         # Every actor up (and its policies built) before the first call: errors show here.
         ray.get([a.ping.remote() for pool in self.engines for a in pool])
         ray.get([w.ping.remote() for w in self.workers])
-        ray.get([a.ping.remote() for a in self.learners.values()])
+        ray.get([a.ping.remote() for group in self.learners.values() for a in group])
+        # Sharded learners form their torch.distributed groups (rank 0 hosts each rendezvous)
+        # and shard their policies, all groups at once.
+        joins = []
+        for key, group in self.learners.items():
+            if len(group) > 1:
+                host, port = ray.get(group[0].rendezvous.remote())
+                joins.append((key, [a.join.remote(host, port) for a in group]))
+        for key, refs in joins:
+            self._learner_results(key, refs)
 
     def shutdown(self) -> None:
         """Kill every actor and free the placement group; stop the cluster if this started it."""
@@ -225,7 +263,8 @@ class RayExecutor:
         ray = _ray()
         if ray.is_initialized():
             actors = [a for pool in self.engines for a in pool] + self.workers
-            for actor in actors + list(self.learners.values()):
+            learners = [a for group in self.learners.values() for a in group]
+            for actor in actors + learners:
                 with contextlib.suppress(Exception):  # already gone
                     ray.kill(actor, no_restart=True)
             if self._placement is not None:
@@ -417,32 +456,60 @@ class RayExecutor:
         unknown = set(batches) - set(self.learners)
         if unknown:
             raise KeyError(f"no learner for {sorted(unknown)}; learners: {sorted(self.learners)}")
-        # The samples go through the object store (one put per policy), never via the actors'
-        # constructor or another copy.
-        calls = {
-            key: self.learners[key].update.remote(ray.put(list(lists)), update_index)
-            for key, lists in batches.items()
-        }
-        out = {}
-        for key, ref in calls.items():
-            try:
-                out[key] = ray.get(ref)
-            except ray.exceptions.RayActorError as exc:
+        # The samples go through the object store (one put per policy, read by every rank of
+        # its learner), never via the actors' constructor or another copy.
+        calls = {}
+        for key, lists in batches.items():
+            ref = ray.put(list(lists))
+            calls[key] = [a.update.remote(ref, update_index) for a in self.learners[key]]
+        return {key: self._learner_results(key, refs) for key, refs in calls.items()}
+
+    def _learner_results(self, key: str, refs: list[Any]) -> Any:
+        """Rank 0's result of a call made on every rank of ``key``'s learner.
+
+        A rank that dies is a one-line :class:`TrainingError` (use ``--resume``); a rank that
+        fails kills the other ranks of its group first (they would wait in a collective)."""
+        ray = _ray()
+        pending = list(refs)
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                ray.get(done[0])
+        except ray.exceptions.RayError as exc:
+            if len(refs) > 1:
+                for actor in self.learners.get(key, []):
+                    with contextlib.suppress(Exception):
+                        ray.kill(actor, no_restart=True)
+            if isinstance(exc, ray.exceptions.RayActorError) or len(refs) > 1:
                 raise TrainingError(
                     f"the learner of {key!r} died ({_last_line(exc)}); resume the run from its "
                     "last checkpoint with --resume"
                 ) from None
-        return out
+            raise
+        return ray.get(refs[0])
+
+    def _learner_device(self) -> str:
+        return "cuda" if self.resources.learner_gpus > 0 else "cpu"
+
+    def sharded_learner_keys(self) -> list[str]:
+        """The keys of the policies trained by sharded learners (several ranks)."""
+        return [s.key for s in self.learner_specs if s.ranks > 1]
+
+    def save_learner_shards(self, paths: Mapping[str, str]) -> None:
+        """Every rank of each sharded learner writes its DCP shards of the weights and
+        optimizer state to ``paths[key]`` (a folder every learner node can write: the
+        checkpoint being built)."""
+        for key, path in paths.items():
+            self._learner_results(key, [a.save_shards.remote(path) for a in self.learners[key]])
 
     def pull_learners(self) -> None:
         """Copy every learner's weights, optimizer and scheduler states into the driver's
         policy and optimizer objects (before a checkpoint, which saves those)."""
         if not self.learners:
             return
-        ray = _ray()
-        states = ray.get([self.learners[s.key].state.remote() for s in self.learner_specs])
-        for spec, state in zip(self.learner_specs, states):
-            load_learner_state(spec, state)
+        for spec in self.learner_specs:
+            refs = [a.state.remote() for a in self.learners[spec.key]]
+            load_learner_state(spec, self._learner_results(spec.key, refs))
 
     # ------------------------------------------------------------------ weights
 
@@ -481,9 +548,16 @@ class RayExecutor:
 
     def _push(self, key: str, policy: HFPolicy, version: int, engines: list[Any]) -> None:
         ray = _ray()
-        learner = self._learner_of.get(key)  # the live weights: on the learner when it has one
+        # The live weights: on the learner when it has one (every rank of a sharded one takes
+        # part in the gathers; rank 0 sends).
+        learner = self._learner_of.get(key)
         if policy.adapter is not None:
-            ref = learner.weights.remote() if learner else ray.put(adapter_state(policy))
+            if learner is None:
+                ref = ray.put(adapter_state(policy))
+            else:
+                refs = [a.weights.remote() for a in self.learners[learner]]
+                self._learner_results(learner, refs)
+                ref = refs[0]
             self._adapter_refs[key] = ref
             ray.get([e.load_adapter.remote(key, version, ref) for e in engines])
             return
@@ -502,35 +576,39 @@ class RayExecutor:
                 )
         path = os.path.join(self._files_root(), f"{key}-v{version}")
         if learner is not None:
-            ray.get(learner.save.remote(path))
+            self._learner_results(learner, [a.save.remote(path) for a in self.learners[learner]])
         else:
             policy.save(path)
         ray.get([e.load_files.remote(key, version, path) for e in engines])
 
     def _push_gloo(
-        self, key: str, policy: HFPolicy, version: int, engines: list[Any], learner: Any
+        self, key: str, policy: HFPolicy, version: int, engines: list[Any], learner: str | None
     ) -> None:
         ray = _ray()
-        from llm_marl.distributed.weights import gloo_group
-
         tag = f"{key}-v{version}-{os.getpid()}"
         world = len(engines) + 1
-        if learner is not None:  # the learner is rank 0 and runs the rendezvous
-            host, port = ray.get(learner.open_sync.remote())
+        engine_device = "cuda" if self.resources.gpus_per_engine > 0 else "cpu"
+        if learner is not None:  # the learner (its rank 0) is rank 0 and runs the rendezvous
+            ranks = self.learners[learner]
+            backend = sync_backend(self._learner_device(), [engine_device])
+            host, port = ray.get(ranks[0].open_sync.remote())
             receives = [
-                e.receive_full.remote(key, version, host, port, i + 1, world, tag)
+                e.receive_full.remote(key, version, host, port, i + 1, world, tag, backend)
                 for i, e in enumerate(engines)
             ]
-            ray.get([learner.send_full.remote(tag, world), *receives])
+            sends = [a.send_full.remote(tag, world, backend) for a in ranks]
+            self._learner_results(learner, sends)
+            ray.get(receives)
             return
+        backend = sync_backend(policy.device.type, [engine_device])
         host = ray.util.get_node_ip_address()
         store = open_store(host)
         refs = [
-            e.receive_full.remote(key, version, host, store.port, i + 1, world, tag)
+            e.receive_full.remote(key, version, host, store.port, i + 1, world, tag, backend)
             for i, e in enumerate(engines)
         ]
-        group = gloo_group(host, store.port, 0, world, tag, host)
-        send_full(policy, group)
+        group = sync_group(host, store.port, 0, world, tag, host, backend)
+        send_full(policy, group, sync_device(backend))
         ray.get(refs)
         del group, store
 

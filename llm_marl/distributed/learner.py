@@ -26,12 +26,15 @@ from typing import Any
 
 from llm_marl.distributed.weights import (
     adapter_state,
-    gloo_group,
+    copy_weights,
     load_adapter_state,
     open_store,
     send_full,
+    sync_device,
+    sync_group,
 )
 from llm_marl.policies.hf import HFPolicy
+from llm_marl.policies.sharded import ShardingConfig
 
 _POLICY_ATTRIBUTES = ("logprob_temperature", "share_prompts", "chunked_lm_head")
 """Class-level settings of ``HFPolicy`` that a run may set per instance (the Trainer sets
@@ -102,6 +105,27 @@ class LearnerSpec:
     """``(parameters, config) -> (optimizer, scheduler)``: the algorithm's own."""
     update: Callable[..., dict[str, float]]
     """``(policy, optimizer, samples, config, scheduler=, update_index=) -> metrics``."""
+    sharding: LearnerSharding | None = None
+    """``None``: one learner actor; else a group of ``sharding.world_size`` actors that shard
+    the policy with FSDP2 (:mod:`~llm_marl.distributed.sharded_learner`)."""
+
+    @property
+    def ranks(self) -> int:
+        """How many learner actors train this policy."""
+        return 1 if self.sharding is None else self.sharding.world_size
+
+
+@dataclass(frozen=True)
+class LearnerSharding:
+    """A learner sharded over a group of actors (``policies.world_size > 1`` under Ray)."""
+
+    world_size: int
+    config: ShardingConfig
+    """How :func:`~llm_marl.policies.sharded.shard_policy` shards it (mixed precision...)."""
+    save: Callable[[str, Any, Any], Any]
+    """``(path, policy, optimizer)``: every rank writes its DCP shards of the policy's weights
+    and optimizer state (the Trainer's :func:`~llm_marl.train.sharded_checkpoint.save_sharded`,
+    the torchrun path's own)."""
 
 
 @dataclass
@@ -114,6 +138,7 @@ class LearnerInit:
     update: Callable[..., dict[str, float]]
     optimizer_state: dict[str, Any]
     scheduler_state: dict[str, Any]
+    sharding: LearnerSharding | None = None
 
     @classmethod
     def of(cls, spec: LearnerSpec) -> LearnerInit:
@@ -125,6 +150,7 @@ class LearnerInit:
             spec.update,
             spec.optimizer.state_dict(),
             spec.scheduler.state_dict(),
+            spec.sharding,
         )
 
 
@@ -195,11 +221,11 @@ class Learner:
         self._store = open_store(self._host)
         return self._host, int(self._store.port)
 
-    def send_full(self, tag: str, world: int) -> None:
+    def send_full(self, tag: str, world: int, backend: str = "gloo") -> None:
         """Broadcast the full weights as rank 0 of the group opened by :meth:`open_sync`."""
         assert self._store is not None, "open_sync first"
-        group = gloo_group(self._host, self._store.port, 0, world, tag, self._host)
-        send_full(self.policy, group)
+        group = sync_group(self._host, self._store.port, 0, world, tag, self._host, backend)
+        send_full(self.policy, group, sync_device(backend))
 
     def save(self, path: str) -> None:
         """Write the weights for engines to load (the files fallback of full-weight sync)."""
@@ -207,14 +233,19 @@ class Learner:
 
 
 def load_learner_state(spec: LearnerSpec, state: dict[str, Any]) -> None:
-    """Put a learner's :meth:`Learner.state` into the driver's mirrors of ``spec``."""
+    """Put a learner's :meth:`Learner.state` into the driver's mirrors of ``spec`` (a sharded
+    learner's has full parameters by name and no optimizer state: that goes to the checkpoint
+    from every rank, see :mod:`~llm_marl.distributed.sharded_learner`)."""
     policy = spec.policy
     if policy.adapter is not None:
         load_adapter_state(policy, state["weights"])
+    elif "params" in state:
+        copy_weights(policy, state["params"])
     else:
         with policy._state.lock:
             policy.model.load_state_dict(state["weights"])
-    spec.optimizer.load_state_dict(state["optimizer"])
+    if "optimizer" in state:
+        spec.optimizer.load_state_dict(state["optimizer"])
     spec.scheduler.load_state_dict(state["scheduler"])
 
 

@@ -550,10 +550,16 @@ def run(config: RunConfig) -> TrainResult:
     """Train: save the config, build the policies and the algorithm, train, check the frozen.
 
     With ``policies.world_size > 1`` this is one rank of a sharded learner started by
-    ``torchrun`` (see :mod:`llm_marl.train.distributed`); every rank calls it.
+    ``torchrun`` (see :mod:`llm_marl.train.distributed`); every rank calls it. Under
+    ``trainer.executor ray`` it runs once instead, and the Ray executor starts the ranks as
+    learner actors (:mod:`llm_marl.distributed.sharded_learner`).
     """
-    if config.policies.world_size > 1:
+    pc = config.policies
+    if pc.world_size > 1 and config.trainer.executor != "ray":
         return _run_sharded(config)
+    if pc.world_size > 1:
+        _check_ray_sharded(config)
+    from llm_marl.policies.sharded import ShardingConfig
     from llm_marl.train.trainer import Trainer
 
     given = config
@@ -561,7 +567,13 @@ def run(config: RunConfig) -> TrainResult:
     policies = build_policies(config)
     algorithm = get_algorithm(config.algo).build(config.algorithm)
     try:
-        trainer = Trainer(algorithm, policies, config.trainer)
+        trainer = Trainer(
+            algorithm,
+            policies,
+            config.trainer,
+            learner_world_size=pc.world_size,
+            sharding=ShardingConfig(mixed_precision=pc.mixed_precision),
+        )
         # Saved once training starts: a resume that is refused changes no file of the run.
         trainer.on_start = lambda: _save_config(given)
         frozen = FrozenWeights(policies)
@@ -573,6 +585,29 @@ def run(config: RunConfig) -> TrainResult:
         for engine in engines.values():
             engine.close()
     return result
+
+
+def _check_ray_sharded(config: RunConfig) -> None:
+    """One-line ConfigErrors for what a sharded learner under Ray does not do (yet)."""
+    import os
+
+    pc, tc = config.policies, config.trainer
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        raise ConfigError(
+            f"policies.world_size={pc.world_size} with trainer.executor ray: start llm-marl "
+            "train once, not under torchrun (Ray starts the learner ranks as actors)"
+        )
+    if tc.learner != "actor":
+        raise ConfigError(
+            f"policies.world_size={pc.world_size} with trainer.executor ray shards each "
+            "trainable policy over learner actors: set trainer.learner actor"
+        )
+    if pc.backend != "transformers":
+        raise ConfigError(
+            f"policies.world_size={pc.world_size} with trainer.executor ray: policies.backend "
+            f"{pc.backend} is not wired to a sharded learner under Ray yet (engines sample with "
+            "trainer.engine_backend)"
+        )
 
 
 def _engine(policy: Policy) -> Any:
@@ -597,11 +632,6 @@ def _run_sharded(config: RunConfig) -> TrainResult:
 
     pc, tc = config.policies, config.trainer
     check_launch(pc.world_size)  # before anything else: how to launch it, in one line
-    if tc.executor != "local":
-        raise ConfigError(
-            f"policies.world_size={pc.world_size}: rank 0 plays the rollouts in process; "
-            f"trainer.executor {tc.executor} is not wired to a sharded learner yet"
-        )
     if pc.backend != "transformers":
         raise ConfigError(
             f"policies.world_size={pc.world_size}: rank 0 samples with transformers copies of "

@@ -30,6 +30,7 @@ from llm_marl.algos import Algorithm
 from llm_marl.distributed.resources import EngineBackend, FullSync, LearnerPlace, RayResources
 from llm_marl.errors import ConfigError, DiskFullError, TrainingError
 from llm_marl.policies.base import Policy, SamplingParams, per_agent_sampling
+from llm_marl.policies.sharded import ShardingConfig
 from llm_marl.rollout.collect import check_group_size, check_policies, check_share_frozen, play
 from llm_marl.rollout.cost import cost_metrics
 from llm_marl.rollout.tokenizers import with_agent_tokenizer
@@ -220,6 +221,10 @@ class Trainer:
         tasks: Training tasks (dicts with ``task_id``); default: the env's own ``tasks``.
         eval_tasks: Evaluation tasks; default: the tasks of the env built with
             ``config.eval_env_kwargs``, else the training tasks (with a warning).
+        learner_world_size: ``executor="ray"``: each trainable policy's learner is this many
+            actors that shard it with FSDP2 (``policies.world_size``; see
+            :mod:`llm_marl.distributed.sharded_learner`).
+        sharding: how those actors shard it (mixed precision...).
     """
 
     def __init__(
@@ -231,6 +236,8 @@ class Trainer:
         env: str | Callable[[], Any] | None = None,
         tasks: Sequence[Mapping[str, Any]] | None = None,
         eval_tasks: Sequence[Mapping[str, Any]] | None = None,
+        learner_world_size: int = 1,
+        sharding: ShardingConfig | None = None,
     ) -> None:
         if not isinstance(algorithm, Algorithm):
             raise TypeError(
@@ -291,7 +298,18 @@ class Trainer:
 
             self.executor = RayExecutor(self.config.ray_resources())
             if self.config.learner == "actor":
-                self.executor.attach_learners(learner_specs(algorithm))
+                specs = learner_specs(algorithm, learner_world_size, sharding)
+                self.executor.attach_learners(specs)
+            elif learner_world_size > 1:
+                raise ConfigError(
+                    f"a sharded learner (world_size {learner_world_size}) runs on learner "
+                    "actors: set learner='actor'"
+                )
+        elif learner_world_size > 1:
+            raise ConfigError(
+                f"Trainer(learner_world_size={learner_world_size}) shards learners on Ray actors "
+                "(executor='ray'); with executor='local' launch ShardedTrainer ranks by torchrun"
+            )
 
     # ------------------------------------------------------------------ helpers
 
@@ -660,20 +678,44 @@ class Trainer:
             )
 
     def save_checkpoint(self) -> Path:
-        """Checkpoint the current step under ``output_dir/checkpoints``."""
+        """Checkpoint the current step under ``output_dir/checkpoints``.
+
+        Under ``executor="ray"`` the learner actors' weights (and optimizer states) are pulled
+        into the driver's policies first; a sharded learner's ranks write their weights and
+        optimizer state with DCP into the checkpoint's ``sharded/<key>`` folder, which
+        ``algorithm.pt`` names in place of the optimizer state -- the layout a ``torchrun``
+        run writes (:class:`~llm_marl.train.distributed.ShardedTrainer`), so either resumes
+        the other, or in one process."""
         from llm_marl.policies.quiet import quiet_transformers
-        from llm_marl.train.checkpoint import save_checkpoint
+        from llm_marl.train.checkpoint import DCP_MARKER, SHARDED, save_checkpoint
 
         if self.executor is not None:  # learner actors hold the live weights and optimizers
             self.executor.pull_learners()
+        state = self.algorithm.state_dict()
+        extra: dict[str, Any] = {"algorithm": self.algorithm.name, "env": _env_name(self.env)}
+        write_shards = None
+        if self.executor is not None:
+            sharded = self.executor.sharded_learner_keys()
+            if sharded:
+                executor = self.executor
+                optimizers = dict(state.get("optimizers", {}))
+                for key in sharded:
+                    optimizers[key] = {DCP_MARKER: f"{SHARDED}/{key}"}
+                state["optimizers"] = optimizers
+                extra["sharded_learner"] = max(s.ranks for s in executor.learner_specs)
+
+                def write_shards(folder: Path) -> None:
+                    executor.save_learner_shards({k: str(folder / SHARDED / k) for k in sharded})
+
         with quiet_transformers():  # no "Writing model shards" bars over the training bar
             return save_checkpoint(
                 self.output_dir,
                 self.step,
                 self.policies,
-                self.algorithm.state_dict(),
-                {"algorithm": self.algorithm.name, "env": _env_name(self.env)},
+                state,
+                extra,
                 keep=self.config.keep_checkpoints,
+                write_extra=write_shards,
             )
 
     def _eval_title(self) -> str:
@@ -692,13 +734,21 @@ class Trainer:
 # ---------------------------------------------------------------------------------------- metrics
 
 
-def learner_specs(algorithm: Algorithm) -> list[Any]:
+def learner_specs(
+    algorithm: Algorithm, world_size: int = 1, sharding: ShardingConfig | None = None
+) -> list[Any]:
     """One :class:`~llm_marl.distributed.learner.LearnerSpec` per policy ``algorithm`` trains
-    (``executor="ray"``, ``learner="actor"``); a one-line ConfigError for an algorithm that
-    does not update through :func:`~llm_marl.algos.update.policy_gradient_update`."""
+    (``executor="ray"``, ``learner="actor"``), sharded over ``world_size`` learner actors
+    when above 1; a one-line ConfigError for an algorithm that does not update through
+    :func:`~llm_marl.algos.update.policy_gradient_update`."""
     from llm_marl.algos.base import PolicyGradientAlgorithm
     from llm_marl.algos.update import make_optimizer, policy_gradient_update
-    from llm_marl.distributed.learner import LearnerSpec
+    from llm_marl.distributed.learner import LearnerSharding, LearnerSpec
+    from llm_marl.train.sharded_checkpoint import save_sharded
+
+    group = None
+    if world_size > 1:
+        group = LearnerSharding(world_size, sharding or ShardingConfig(), save_sharded)
 
     if not isinstance(algorithm, PolicyGradientAlgorithm):
         raise ConfigError(
@@ -714,6 +764,7 @@ def learner_specs(algorithm: Algorithm) -> list[Any]:
             algorithm.config,
             make_optimizer,
             policy_gradient_update,
+            group,
         )
         for key, (policy, _) in algorithm.groups.items()
     ]

@@ -23,10 +23,12 @@ import torch
 from llm_marl.algos import MAGRPO
 from llm_marl.cli import main
 from llm_marl.distributed import RayExecutor, RayResources
+from llm_marl.distributed.learner import LearnerSharding, LearnerSpec
 from llm_marl.envs.registration import make
 from llm_marl.errors import ConfigError
 from llm_marl.policies.base import Completion, SamplingParams, ScriptedPolicy
 from llm_marl.policies.hf import HFPolicy
+from llm_marl.policies.sharded import ShardingConfig
 from llm_marl.rollout import collect
 from llm_marl.rollout.types import Episode
 from llm_marl.train.trainer import Trainer, TrainerConfig
@@ -250,46 +252,124 @@ def _checkpoint(path: Path, step: int = 2) -> dict[str, torch.Tensor]:
     return out
 
 
-@pytest.mark.slow
-def test_the_toy_preset_resumes_and_trains_on_learner_actors_with_the_local_numbers(
-    tmp_path, capsys
-):
-    """`llm-marl train --executor ray`: each trainable policy updates in its own learner actor;
-    resumed from a checkpoint (weights and optimizer states travel to the learners) it logs
-    the local rows and checkpoints the local weights and optimizer states (pulled back from
-    the learners)."""
-    argv = ["train", "--algo", "magrpo", "--preset", "toy-coordination"]
-    argv += ["--group-size", "2", "--tasks-per-step", "2", "--eval-group-size", "1"]
-    argv += ["--eval-tasks", "2", "--format-warmup-steps", "2", "--no-plot", "--no-progress"]
-    # One env worker (the collect test covers two): an engine and a learner per policy.
-    ray_flags = ["--executor", "ray", "--env-workers", "1", "--cpus-per-env-worker", "0.25"]
-    ray_flags += ["--cpus-per-engine", "0.25", "--learner-cpus", "0.25"]
-    argv += ["--steps", "2", "--save-every", "1"]
-    local, remote = tmp_path / "local", tmp_path / "ray"
-    assert main([*argv, "--output-dir", str(local)]) == 0
-    # The Ray run resumes from the local run's step-1 checkpoint: it must log and checkpoint
-    # what the uninterrupted local run did at step 2.
-    shutil.copytree(local, remote)
-    shutil.rmtree(remote / "checkpoints" / "step-000002")
-    (remote / "checkpoints" / "latest").write_text("step-000001")
-    assert main([*argv, *ray_flags, "--resume", "--output-dir", str(remote)]) == 0
-    want, got = _metrics(local), _metrics(remote)
+# One policy plays both agents (one engine, one learner). The warm-up and groups of 4 give
+# every step rewards that differ within a group: a step whose advantages are all zero has a zero
+# gradient in one process but a rounding-sized one on sharded ranks (each rank scores its
+# slice of the batch with other padding than the KL reference's pass over the whole batch), and
+# AdamW turns that into lr-sized steps.
+TOY = ["train", "--algo", "magrpo", "--preset", "toy-coordination", "--policies.share", "true"]
+TOY += ["--group-size", "4", "--tasks-per-step", "2", "--eval-group-size", "1", "--eval-tasks", "2"]
+TOY += ["--format-warmup-steps", "20", "--no-plot", "--no-progress", "--steps", "2"]
+TOY += ["--save-every", "1"]  # a checkpoint after step 1 too: the resumes start there
+# One env worker (the collect test covers two), one engine; learners at a quarter CPU each.
+RAY = ["--executor", "ray", "--env-workers", "1", "--cpus-per-env-worker", "0.25"]
+RAY += ["--cpus-per-engine", "0.25", "--learner-cpus", "0.25"]
+
+
+@pytest.fixture(scope="module")
+def toy_local(tmp_path_factory) -> Path:
+    """The local single-process run of TOY: the reference of the learner-actor tests."""
+    out = tmp_path_factory.mktemp("toy") / "local"
+    assert main([*TOY, "--output-dir", str(out)]) == 0
+    return out
+
+
+def _resumable_copy(run: Path, to: Path) -> Path:
+    """A copy of ``run`` as if it had been killed after step 1."""
+    shutil.copytree(run, to)
+    shutil.rmtree(to / "checkpoints" / "step-000002")
+    (to / "checkpoints" / "latest").write_text("step-000001")
+    return to
+
+
+def _assert_rows_match(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:
+    """The same samples and rewards (exact); the numbers computed from log-probs (loss,
+    ratio, kl, grad_norm) equal up to float rounding: see _assert_same."""
     assert len(got) == 3 and any("loss" in k for k in got[2])
-    # The same samples and rewards (exact); the numbers computed from sampling log-probs
-    # (loss, ratio, kl, grad_norm) equal up to float rounding: see _assert_same.
     assert [sorted(r) for r in got] == [sorted(r) for r in want]
     for g, w in zip(got, want):
         exact = {k for k in w if k.startswith(("reward", "eval/", "episodes", "step"))}
         assert {k: g[k] for k in exact} == {k: w[k] for k in exact}
         assert g == pytest.approx(w, rel=1e-4, abs=1e-6)
+
+
+@pytest.mark.slow
+def test_the_toy_preset_resumes_and_trains_on_learner_actors_with_the_local_numbers(
+    toy_local, tmp_path, capsys
+):
+    """`llm-marl train --executor ray`: each trainable policy updates in its own learner actor;
+    resumed from a checkpoint (weights and optimizer states travel to the learners) it logs
+    the local rows and checkpoints the local weights and optimizer states (pulled back from
+    the learners)."""
+    # The Ray run resumes from the local run's step-1 checkpoint: it must log and checkpoint
+    # what the uninterrupted local run did at step 2.
+    remote = _resumable_copy(toy_local, tmp_path / "ray")
+    assert main([*TOY, *RAY, "--resume", "--output-dir", str(remote)]) == 0
+    _assert_rows_match(_metrics(remote), _metrics(toy_local))
     assert "resuming from step 1" in capsys.readouterr().out
-    theirs, ours = _checkpoint(remote), _checkpoint(local)
+    theirs, ours = _checkpoint(remote), _checkpoint(toy_local)
     assert sorted(theirs) == sorted(ours) and any("/opt/" in k for k in ours)
     for k, v in ours.items():
         torch.testing.assert_close(theirs[k], v, rtol=1e-4, atol=1e-6, msg=k)
     # The second step trained (else equal weights would prove nothing).
     step1 = _checkpoint(remote, 1)
     assert any(not torch.equal(step1[k], v) for k, v in theirs.items() if "/opt/" not in k)
+
+
+def _weights(path: Path, step: int = 2) -> dict[str, torch.Tensor]:
+    """The consolidated weights of a run's checkpoint of ``step``."""
+    from safetensors.torch import load_file
+
+    policies = path / "checkpoints" / f"step-{step:06d}" / "policies"
+    return {
+        f"{p.parent.name}/{k}": v
+        for p in sorted(policies.glob("*/model.safetensors"))
+        for k, v in load_file(p).items()
+    }
+
+
+@pytest.mark.slow
+def test_a_sharded_learner_on_ray_trains_syncs_and_resumes_like_one_process(toy_local, tmp_path):
+    """`llm-marl train --executor ray --policies.world_size 2`: the policy's learner is two
+    actors that shard it with FSDP2 (gloo). Its rows and final weights are the local run's
+    (the step-2 rollouts and the final evaluation sample on the engine: they match only if the
+    sharded learner's step-1 weights reached it); its checkpoint holds both ranks' DCP shards;
+    resumed under Ray from its step-1 checkpoint it ends with the same weights."""
+    sharded = [*TOY, *RAY, "--policies.world_size", "2"]
+    run = tmp_path / "ray"
+    assert main([*sharded, "--output-dir", str(run)]) == 0
+    _assert_rows_match(_metrics(run), _metrics(toy_local))
+    ours, theirs = _weights(toy_local), _weights(run)
+    assert sorted(theirs) == sorted(ours)
+    # Float tolerance: each rank scores its slice of a pass (other padding, other matmul
+    # shapes) and FSDP sums the ranks' gradients (another order of float additions than one
+    # process's backward); AdamW's division by sqrt(v) magnifies that for elements whose
+    # gradient is near zero. Measured: 8.3e-6 at most, while step 2 moved weights by up to
+    # 6e-3 (lr 3e-3), so 5e-5 still fails any real difference (the torchrun test: ~1e-6).
+    for k, v in ours.items():
+        torch.testing.assert_close(theirs[k], v, rtol=1e-4, atol=5e-5, msg=k)
+    assert any(not torch.equal(_weights(run, 1)[k], v) for k, v in theirs.items())
+    # The checkpoint is a torchrun run's: both ranks' DCP shards, named in algorithm.pt.
+    for step in (1, 2):
+        ckpt = run / "checkpoints" / f"step-{step:06d}"
+        shards = sorted(p.name for p in (ckpt / "sharded" / "left+right").iterdir())
+        assert shards == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+        algo = torch.load(ckpt / "algorithm.pt", weights_only=False)
+        assert algo["optimizers"] == {"left+right": {"dcp": "sharded/left+right"}}
+        assert json.loads((ckpt / "trainer.json").read_text())["sharded_learner"] == 2
+    # Resumed under Ray (2 ranks again) from its step-1 checkpoint: the same continuation.
+    resumed = _resumable_copy(run, tmp_path / "resumed")
+    assert main([*sharded, "--resume", "--output-dir", str(resumed)]) == 0
+    again = _weights(resumed)
+    for k, v in theirs.items():
+        torch.testing.assert_close(again[k], v, rtol=1e-5, atol=1e-6, msg=k)
+    assert _metrics(resumed)[:2] == _metrics(run)[:2]
+    _assert_rows_match(_metrics(resumed), _metrics(toy_local))
+    # ... and in one process, with the local executor.
+    single = _resumable_copy(run, tmp_path / "single")
+    assert main([*TOY, "--resume", "--output-dir", str(single)]) == 0
+    for k, v in ours.items():
+        torch.testing.assert_close(_weights(single)[k], v, rtol=1e-4, atol=5e-5, msg=k)
 
 
 # ---------------------------------------------------------------------------------- Ctrl-C
@@ -321,7 +401,7 @@ def test_ctrl_c_in_training_shuts_the_actors_down(tiny_lm_path, tmp_path, monkey
 
     def interrupted(step: int) -> dict[str, float]:
         # Up since the first evaluation: the worker, the engine and the learner.
-        started.extend([*ex.workers, *ex.engines[0], *ex.learners.values()])
+        started.extend([*ex.workers, *ex.engines[0], *ex.learners["left+right"]])
         raise KeyboardInterrupt
 
     monkeypatch.setattr(trainer, "train_step", interrupted)
@@ -348,3 +428,11 @@ def test_bad_resources_are_one_line_errors_before_any_actor(tiny_policy):
     with pytest.raises(ConfigError, match="asks for 6 CPU") as err:
         RayExecutor(RayResources(env_workers=5)).start({"left": tiny_policy, "right": tiny_policy})
     assert "\n" not in str(err.value)
+    # A sharded learner reserves one bundle per rank: 4 ranks x 1 CPU do not fit 2 CPUs.
+    ex = RayExecutor(RayResources(learner_cpus=1, **HALF))
+    spec = LearnerSpec("left", tiny_policy, None, None, None, None, None)
+    spec.sharding = LearnerSharding(4, ShardingConfig(), save=lambda *a: None)
+    ex.attach_learners([spec])
+    with pytest.raises(ConfigError, match=r"asks for 5\.5 CPU\(s\) .* \+ 4 learner\(s\) x 1\)"):
+        ex.start({"left": tiny_policy, "right": tiny_policy})
+    assert ex.learners == {} and ex.engines == []

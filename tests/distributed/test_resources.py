@@ -11,11 +11,12 @@ from llm_marl.algos import Algorithm
 from llm_marl.cli import main
 from llm_marl.distributed.engine import MicroBatcher
 from llm_marl.distributed.executor import RayExecutor, _shards
-from llm_marl.distributed.learner import LearnerSpec
+from llm_marl.distributed.learner import LearnerSharding, LearnerSpec
 from llm_marl.distributed.recipes import plan
 from llm_marl.distributed.resources import RayResources, check_cluster
 from llm_marl.errors import ConfigError
 from llm_marl.policies.base import Completion, SamplingParams, ScriptedPolicy
+from llm_marl.policies.sharded import ShardingConfig
 from llm_marl.rollout.types import Episode
 from llm_marl.train.trainer import TrainerConfig, learner_specs
 
@@ -148,3 +149,39 @@ def test_one_engine_pool_serves_a_frozen_agent_for_every_trainable_one(tiny_lm_p
         True,
         False,
     ]
+
+
+@pytest.mark.parametrize(
+    ("sender", "receivers", "backend"),
+    [
+        ("cuda", ["cuda", "cuda:1"], "nccl"),
+        ("cuda:0", ["cpu"], "gloo"),
+        ("cpu", ["cuda"], "gloo"),
+        ("cuda", ["cuda", "cpu"], "gloo"),
+        ("cpu", ["cpu"], "gloo"),
+    ],
+)
+def test_the_sync_group_is_nccl_only_between_cuda_ends(sender, receivers, backend):
+    from llm_marl.distributed.weights import sync_backend, sync_device
+
+    assert sync_backend(sender, receivers) == backend
+    assert sync_device(backend) == ("cuda" if backend == "nccl" else "cpu")
+
+
+def test_a_sharded_learner_under_ray_refuses_what_it_does_not_do_in_one_line(
+    capsys, tmp_path, tiny_policy
+):
+    base = ["train", "--executor", "ray", "--policies.world_size", "2"]
+    base += ["--output-dir", str(tmp_path)]
+    for extra, message in [
+        (["--learner", "driver"], "set trainer.learner actor"),
+        (["--policies.backend", "vllm"], "policies.backend vllm is not wired"),
+    ]:
+        assert main([*base, *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err, err
+    ex = RayExecutor(RayResources(learner_gpus=0.5))
+    spec = LearnerSpec("left", tiny_policy, None, None, None, None, None)
+    spec.sharding = LearnerSharding(2, ShardingConfig(), save=lambda *a: None)
+    with pytest.raises(ConfigError, match="ranks each need whole GPUs"):
+        ex.attach_learners([spec])
