@@ -44,6 +44,7 @@ field, or AgentPO's ``solutions`` list: see ``math_critic-v0``'s ``drafts="task"
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -245,8 +246,10 @@ def _to_tasks(
     records: list[dict[str, Any]], label: str, benchmark: str | None
 ) -> list[dict[str, Any]]:
     from llm_marl.envs.math.answers import reference_answer
+    from llm_marl.envs.math.env import blank_reference
 
     tasks = []
+    blank: list[str] = []
     for i, record in enumerate(records):
         problem = problem_text(record)
         if problem is None:
@@ -258,6 +261,9 @@ def _to_tasks(
             answer = _reference(record, benchmark, reference_answer)
         except (KeyError, TypeError, ValueError) as err:
             raise DataError(f"{label}: record #{i} has no usable reference answer: {err}") from err
+        if blank_reference(answer):
+            blank.append(f"{label}/{i}")  # nothing to grade against: never played
+            continue
         task = {
             "task_id": f"{label}/{i}",
             "problem": problem,
@@ -269,6 +275,16 @@ def _to_tasks(
         if draft is not None:
             task["draft"] = draft
         tasks.append(task)
+    if blank:
+        warnings.warn(
+            f"{label}: {len(blank)} task(s) dropped, their reference answer is empty once "
+            f"normalised (nothing to grade against): {', '.join(blank[:5])}"
+            f"{' ...' if len(blank) > 5 else ''}",
+            UserWarning,
+            stacklevel=2,
+        )
+    if not tasks and blank:
+        raise DataError(f"{label}: every reference answer is empty once normalised")
     return tasks
 
 

@@ -192,7 +192,22 @@ def check_math_task(task: Any, owner: str, index: int | None = None) -> Task:
             f"{owner}: {which} has a {type(answer).__name__} 'answer'; the reference answer must "
             "be text or a number"
         )
+    if blank_reference(answer):
+        raise DataError(
+            f"{owner}: {which} has the reference answer {str(answer)[:80]!r}, which is empty once "
+            "normalised (whitespace, punctuation, an empty \\boxed{}): no answer could be graded "
+            "against it"
+        )
     task = dict(task)
     task["answer"] = str(task["answer"])
     task.setdefault("dataset", "custom")
     return task
+
+
+def blank_reference(answer: object) -> bool:
+    """Whether a reference answer is empty once normalised as the grader reads it (``""``,
+    whitespace, ``$$``, ``\\boxed{}``, ``\\text{}``...): the grader cannot compare anything
+    with it, so such a task is refused where it is loaded, never played."""
+    from llm_marl.tools.grading.normalize import normalize_answer
+
+    return not normalize_answer(str(answer))
