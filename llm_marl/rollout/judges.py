@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 from llm_marl.envs.base import Task
 from llm_marl.errors import ConfigError, InfrastructureError
 from llm_marl.policies.base import Policy, SamplingParams
-from llm_marl.tools.text import FENCE_NOTE, fence
+from llm_marl.tools.text import FENCE_NOTE, fence, strip_thinking
 
 __all__ = [
     "ANSWER_RUBRIC",
@@ -99,9 +99,21 @@ class FrozenJudge:
         )
 
 
+_CODE_FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n(.*?)\n?[ \t]*```", re.DOTALL)
+
+
 def _bare(reply: str) -> str:
-    """The reply without surrounding space, markdown emphasis, quotes and one final full stop."""
-    text = reply.strip().strip("*_`\"'").strip()
+    """What a verdict is read from: the reply after its reasoning (``<think>...</think>``: a
+    verdict only there is no verdict), one code fence around the whole reply unwrapped, bold
+    and code markup (``*``, backticks) removed anywhere ("**Verdict:** CORRECT"), surrounding
+    space, underscores and quotes stripped, and one final full stop dropped. The words
+    themselves are never rewritten: "Not correct", two verdicts or a hedge stay unreadable.
+    """
+    text = strip_thinking(reply).strip()
+    fenced = _CODE_FENCE.fullmatch(text)
+    if fenced is not None:
+        text = fenced.group(1)
+    text = text.replace("*", "").replace("`", "").strip().strip("_\"'").strip()
     return text[:-1].rstrip() if text.endswith(".") else text
 
 
