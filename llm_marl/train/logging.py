@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from llm_marl.errors import ConfigError
+from llm_marl.errors import CheckpointError, ConfigError
 from llm_marl.tools.files import no_space
 
 METRICS_FILE = "metrics.jsonl"
@@ -221,18 +221,50 @@ def _jsonable(value: Any) -> Any:
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rows of a metrics file; a torn last line (a killed writer) is ignored."""
+    """The rows of a metrics file; a torn last line (a killed writer) is ignored.
+
+    Any other line that is not a metrics row (bytes that are not UTF-8, text that is not JSON,
+    JSON that is not an object with an integer ``step`` >= 0) raises
+    :class:`~llm_marl.errors.CheckpointError` naming the file and the line: the file was
+    damaged, and a resume would keep (or silently drop) rows that no run wrote.
+    """
+    lines = Path(path).read_bytes().splitlines()
+    last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        problem = _row_problem(raw)
+        if isinstance(problem, dict):
+            rows.append(problem)
+        elif i == last and problem in (_NOT_JSON, _NOT_UTF8):
+            continue  # torn: the writer was killed inside its last row
+        else:
+            raise CheckpointError(
+                f"{path}: line {i + 1} is not a metrics row ({problem}); the file is damaged: "
+                "delete that line (or the file) to resume"
+            )
     return rows
+
+
+_NOT_UTF8 = "not UTF-8 text"
+_NOT_JSON = "not JSON"
+
+
+def _row_problem(raw: bytes) -> dict[str, Any] | str:
+    """The metrics row ``raw`` holds, or what is wrong with it."""
+    try:
+        row = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return _NOT_UTF8
+    except (json.JSONDecodeError, RecursionError):
+        return _NOT_JSON
+    if not isinstance(row, dict):
+        return f"a JSON {type(row).__name__}, not an object"
+    step = row.get("step")
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        return f"its step is {step!r}, not an integer >= 0"
+    return row
 
 
 def _rewrite_jsonl(path: Path, rows: Iterable[Mapping[str, Any]]) -> None:

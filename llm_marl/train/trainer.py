@@ -488,7 +488,7 @@ class Trainer:
     def _train(self) -> TrainResult:
         from tqdm.auto import tqdm
 
-        from llm_marl.train.logging import MetricsLogger, plot_rewards
+        from llm_marl.train.logging import METRICS_FILE, MetricsLogger, plot_rewards, read_jsonl
 
         cfg = self.config
         start = 0
@@ -507,6 +507,9 @@ class Trainer:
             # A fresh run next to an old run's checkpoints would have its own pruned by step
             # number and a later resume could continue the old run: move the old one aside.
             set_aside_previous_run(self.output_dir)
+        elif (self.output_dir / METRICS_FILE).exists():
+            # Read (and refused if damaged) before any file of the run changes.
+            read_jsonl(self.output_dir / METRICS_FILE)
         if self.on_start is not None:
             # Only now that a resume was accepted: a refused one must change no file.
             self.on_start()
