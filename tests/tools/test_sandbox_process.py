@@ -23,9 +23,17 @@ from llm_marl.tools.sandbox import (
     make_sandbox,
 )
 
-PROBE = """
+# The program's parent is its job's job process, whose parent is the supervisor.
+GRANDPARENT = (
+    "def grandparent():\n"
+    "    with open(f'/proc/{os.getppid()}/stat') as f:\n"
+    "        return int(f.read().rpartition(')')[2].split()[1])\n"
+)
+
+PROBE = f"""
 import os, resource
-print(os.getppid(), os.getuid())
+{GRANDPARENT}
+print(grandparent(), os.getuid())
 print(sorted(os.listdir("/")))
 print(resource.getrlimit(resource.RLIMIT_AS)[0] >> 20, resource.getrlimit(resource.RLIMIT_NPROC)[0],
       resource.getrlimit(resource.RLIMIT_NOFILE)[0], resource.getrlimit(resource.RLIMIT_CORE)[0])
@@ -39,7 +47,7 @@ def test_bwrap_isolation_shows_only_the_system_and_applies_rlimits(process_sandb
     assert result.status is Status.OK, result
     ids, root, limits, env = result.stdout.strip().split("\n")
     ppid, uid = map(int, ids.split())
-    assert ppid == 1  # its own PID namespace, whose PID 1 is the supervisor
+    assert ppid == 1  # its own PID namespace, whose PID 1 is the supervisor (M's parent)
     assert uid != os.getuid() or os.getuid() != 0
     assert "work" not in eval(root) and "home" not in eval(root) and "etc" not in eval(root)
     lim = process_sandbox.limits
@@ -72,13 +80,13 @@ def test_isolation_unshare_blocks_the_network_when_asked_for_by_name():
         sandbox = ProcessSandbox(workers=1, isolation="unshare", limits=Limits(timeout=3))
     with sandbox:
         result = sandbox.run(
-            "import os, socket\nprint(os.getppid())\n"
+            f"import os, socket\n{GRANDPARENT}print(grandparent())\n"
             "try:\n    socket.create_connection(('1.1.1.1', 53), timeout=1)\n    print('NET')\n"
             "except OSError:\n    print('no net')\n"
         )
     assert result.status is Status.OK, result
     ppid, verdict = result.stdout.split("\n")[:2]
-    assert ppid == "1"  # own PID namespace
+    assert ppid == "1"  # own PID namespace: the supervisor, the job process's parent, is PID 1
     assert verdict == "no net"
 
 

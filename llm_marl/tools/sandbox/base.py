@@ -52,9 +52,9 @@ class Status(str, enum.Enum):
         return self.value
 
 
-# Memory a worker needs besides the program's own: the supervisor, the test runner and the job's
-# scratch files.  A whole-job cap (Docker's container cgroup, ProcessSandbox's worker cgroup) is
-# ``Limits.memory_mb`` plus this.
+# Memory a worker needs besides the program's own: the supervisor, the job process, the test
+# runner and the job's scratch files.  A whole-job cap (Docker's container cgroup, ProcessSandbox's
+# worker cgroup) is ``Limits.memory_mb`` plus this.
 JOB_OVERHEAD_MB = 256
 
 

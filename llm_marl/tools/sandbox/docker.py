@@ -2,8 +2,8 @@
 
 Every container of the pool runs ``python3 -I -S -c <harness>`` as PID 1 and stays up; jobs
 travel over the container's attached stdin/stdout (one hijacked HTTP connection to the engine,
-no ``docker exec`` per job), and the supervisor forks fresh processes per job inside the
-container (see ``harness.py``).  Containers are created with:
+no ``docker exec`` per job), and the supervisor forks a fresh job process per job inside the
+container, which forks the job's own processes and exits with them (see ``harness.py``).  Containers are created with:
 
 * no network (``network_mode="none"``: loopback only), read-only root filesystem, a private
   ``tmpfs`` on ``/tmp`` for the job's working directory, a private IPC namespace;

@@ -8,13 +8,22 @@ Process layout of one warm sandbox worker
 -----------------------------------------
 ::
 
-    host (trusted)  --stdin/stdout frames-->  supervisor (trusted, long-lived, PID 1 of its own PID
-                                              namespace under bwrap/unshare/Docker)
-                                                |-- fork --> R: test runner (trusted)
-                                                '-- fork --> P: program process (UNTRUSTED)
+    host (trusted)  --stdin/stdout frames-->  supervisor S (trusted, long-lived, PID 1 of its own
+                                              PID namespace under bwrap/unshare/Docker; never
+                                              reads a job nor its reply)
+                                                '-- fork --> M: job process (trusted, one job)
+                                                               |-- fork --> R: test runner (trusted)
+                                                               '-- fork --> P: program (UNTRUSTED)
 
-The supervisor is started once per worker (its imports are already warm) and forks two fresh
-children per job, so a job costs two ``fork()`` calls rather than an interpreter start.
+The supervisor is started once per worker (its imports are already warm).  For each job it forks
+a job process M, which reads the job from the host channel itself, forks two fresh children for
+it, writes the reply to the host itself, sweeps the job and checks what it left, and exits; the
+supervisor waits for M and forks the next one while the worker waits for its next job.  So a job
+costs three ``fork()`` calls rather than an interpreter start, one of them before the job
+arrives.  Because S never holds any job's data, and M and everything it forked die with their
+job, no process of a later job starts from memory that once held an earlier job's program,
+input, tests, output or records: not even freed memory, which a program can read byte by byte
+(``ctypes`` over ``/proc/self/maps``).  M is the subreaper of its job's processes.
 
 A *team* program (``job["owner"]``, built by ``program.TeamProgram``) adds a third child, O: the
 shared code plus the entry point's author's own code, in a process that no other author's code
@@ -40,19 +49,17 @@ true).  So the tests never run in the program's process:
   created after P was forked, so P never holds that file descriptor.  The supervisor marks itself
   non-dumpable (``PR_SET_DUMPABLE=0``) before forking, which its children inherit: P can neither
   ``ptrace`` R nor open ``/proc/<R>/fd`` or ``/proc/<R>/mem``.
-* The tests themselves never enter P's memory nor the supervisor's: R reads them straight from the
-  host channel (the supervisor's stdin) *before* P is forked; the supervisor only knows their
-  number.  So P cannot read the expected values out of memory either.
-* Nothing else of the task or of earlier jobs is reachable from P's code while a unit runs
-  (P is forked from the supervisor, and a program can walk the frames it was forked in or
-  search ``gc``): the supervisor drops each job's reply (the test runner's records, the
-  program's output) and collects its garbage before the next job; P and O empty the job's
-  description (limits, the other authors' code) before any program code runs; the tests' size
-  travels in a frame only R reads.  What P sees: the arguments of each call, its own code, the
-  harness's code, the number of units (through the job's time budget); no task, test or file
-  name (the program is ``/tmp/work/solution.py``, argv ``main.py``, a fixed environment).
-  Freed memory is not scrubbed: raw reads of the process's own memory (``ctypes``) can still
-  find bytes of the previous job's reply.
+* The tests themselves never enter P's memory nor M's or the supervisor's: R reads them straight
+  from the host channel (the worker's stdin) *before* P is forked; M only knows their number.  So P cannot read the expected values out of memory either.
+* Nothing else of the task or of earlier jobs is in any memory P can read while a unit runs,
+  freed memory included: P is forked from the job's own M, which was forked from a supervisor
+  that never read a job or a reply (see the process layout above), so the frames P was forked
+  in, ``gc`` and a byte-by-byte read of P's address space find nothing of an earlier job; P and
+  O empty the job's description (limits, the other authors' code) before any program code runs;
+  the tests' size travels in a frame only R reads.  What P sees: the arguments of each call, its
+  own code, the harness's code, the number of units (through the job's time budget); no task,
+  test or file name (the program is ``/tmp/work/solution.py``, argv ``main.py``, a fixed
+  environment).
 * R's records are relayed to the host, which reads them strictly (``verdict.py``): a test counts
   as passed only when R reported it passed, in order; a missing, short, garbled or out-of-order
   record is a failure.  P exiting (``sys.exit``/``os._exit``) before or during a test, killing R,
@@ -69,32 +76,36 @@ Names the suite's own setup defines (a task's helpers, such as HumanEval/32's ``
 task's definitions.  Without ``ctypes`` in the sandbox interpreter the
 supervisor cannot make itself non-dumpable and the host warns.
 
-The supervisor also enforces the time limits, caps captured output, and after every job kills
-every process the job left behind: as PID 1 of its namespace it sends ``kill(-1, SIGKILL)``, which
-reaches every other process of the namespace, then reaps them; without a PID namespace it falls
-back to process groups plus ``PR_SET_CHILD_SUBREAPER`` sweeping.  Each child gets rlimits (CPU,
+The job process M also enforces the time limits, caps captured output, and after every job kills
+every process the job left behind: with a PID namespace it sends ``kill(-1, SIGKILL)``, which
+reaches every process of the namespace but PID 1 (the supervisor) and M itself, then reaps them
+(M is their subreaper); without a PID namespace it falls back to process groups plus
+``PR_SET_CHILD_SUBREAPER`` sweeping.  Each child gets rlimits (CPU,
 address space, processes, file size, open files, no core dumps), a fresh empty working directory
 and a scrubbed environment; P also gets a system-call filter (:func:`install_seccomp`).
 
-What the job cannot do to the supervisor: it ignores every catchable signal (and as PID 1 the
-kernel drops SIGKILL/SIGSTOP sent from inside the namespace); it writes the program file itself
-before forking, so a failure there is reported as an infrastructure fault, never charged to the
-program; after the job it empties the scratch space relative to directory descriptors
-(:func:`wipe_tree`: no recursion limit, no ``PATH_MAX``, symlinks never followed), then checks
-that the scratch is empty and holds no space and that no System V IPC object is left -- if not,
-its reply asks the host to retire this worker.
+What the job cannot do to the supervisor or M: both ignore every catchable signal (and as PID 1
+the kernel drops SIGKILL/SIGSTOP sent from inside the namespace to S; the job filter refuses
+signals to S, M and R); M writes the program file itself before forking, so a failure there is
+reported as an infrastructure fault, never charged to the program; after the job M empties the
+scratch space relative to directory descriptors (:func:`wipe_tree`: no recursion limit, no
+``PATH_MAX``, symlinks never followed), then checks that the scratch is empty and holds no space,
+that no System V IPC object is left, and that the supervisor's own state (limits, niceness,
+scheduling, read by pid) is what it was -- if not, its reply asks the host to retire this
+worker.  If M dies without replying, or leaves a process or a changed state behind, the
+supervisor exits and the host replaces the worker.
 
 Time: R gives the program ``timeout`` seconds to load and ``test_timeout`` seconds of its own
-time per test (only the time R waits for P counts).  When a call overruns, R asks the supervisor
+time per test (only the time R waits for P counts).  When a call overruns, R asks M
 over a control socket (``FD_CTL``) to kill P and everything it started (``X``), and before the
-next call to start a fresh P (``P``), whose pipes the supervisor passes to R with
+next call to start a fresh P (``P``), whose pipes M passes to R with
 ``SCM_RIGHTS``.  After ``max_timeouts`` timed-out tests, or when the tests' own time exceeds
 ``suite_timeout``, R stops (a ``Q`` record).
 
 Host protocol: every message is a frame: a 10-digit ASCII length, a newline, then JSON with all
 non-ASCII escaped (ASCII only, see ``HEADER_SIZE``).  A job is one framed ``job`` message,
-followed, for test jobs, by one more frame, the tests, that R reads itself (the supervisor never
-learns even their length).  The supervisor
+followed, for test jobs, by one more frame, the tests, that R reads itself (M never learns even
+their length; S reads nothing of a job).  M
 answers with one ``result`` message of raw facts (exit statuses, R's records, captured output);
 the host turns those into a status.
 """
@@ -1663,6 +1674,22 @@ SCRATCH_POLL_SECONDS = 0.02
 RUNNER_POLL_SECONDS = 0.05
 
 
+# The reply the supervisor sends for a job whose job process M was stopped (see Supervisor.serve).
+_STOPPED_REPLY = {
+    "type": "result",
+    "timed_out": True,
+    "job_process_stopped": True,
+    "output_exceeded": None,
+    "stdout": "",
+    "stderr": "",
+    "stdout_truncated": False,
+    "stderr_truncated": False,
+    "aux": "",
+    "duration": 0.0,
+    "retire": "the job stopped its job process",
+}
+
+
 class Supervisor:
     def __init__(
         self,
@@ -1676,7 +1703,8 @@ class Supervisor:
         self.wipe = wipe
         self.nproc_rlimit = nproc_rlimit
         self.signals = signals
-        self.pid1 = os.getpid() == 1
+        self.pid = os.getpid()
+        self.pid1 = self.pid == 1
         self.subreaper = False
         self.hardened = _prctl(PR_SET_DUMPABLE, 0)
         # Die with the process that started us (bwrap, unshare, or the host itself).  Armed here,
@@ -1717,36 +1745,76 @@ class Supervisor:
         }
 
     def serve(self) -> None:
-        import gc
+        """Serve jobs until the host channel closes: one short-lived job process per job.
 
+        The supervisor itself never reads a job nor its reply.  It forks a job process M,
+        which reads the next job from the host channel, runs it (:meth:`run_job`: M forks the
+        job's own processes, sweeps them and checks what they left), writes the reply and
+        exits.  So every job's processes are forked from a process that never held another
+        job's data, and whatever a job's processes held dies with them and with M: the kernel
+        hands out only zeroed pages, and no process of the worker keeps freed memory that once
+        held a job's program, input, tests, output or records.  M is forked while the worker
+        waits for its next job, so the fork is paid before the job arrives.
+        """
         write_all(1, pack(self.hello()))
         while True:
-            job = read_frame(0)
-            if job is None:
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    code = self._job_process()
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(pid, os.WUNTRACED)
+            if os.WIFSTOPPED(status):
+                # Only the job can have stopped M (on a machine without the job's signal guard;
+                # M, unlike the supervisor, is not PID 1): end the job as a timeout at once,
+                # with a reply that holds nothing of it, and let the host retire this worker.
+                self._sweep()
+                write_all(1, pack(_STOPPED_REPLY))
                 return
-            if job.get("type") == "ping":
-                write_all(1, pack({"type": "pong"}))
-                continue
-            try:
-                reply = self.run_job(job)
-            except _Infra as e:
-                write_all(1, pack({"type": "infra", "error": str(e)}))
+            if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+                # The channel closed, the job process reported a fault and asked to stop, or it
+                # died (its reply may be cut short): the host starts a fresh worker.
+                self._sweep()
                 return
-            except BaseException as e:
-                # The host channel may be out of step now (unread test bytes): report and quit;
-                # the host starts a fresh worker.
-                import traceback
+            # M swept the job and checked (and restored) this process's state before replying;
+            # anything still left now means its checks were bypassed: stop serving.
+            _, clean = self._sweep()
+            if not clean or _restore_state(self.state_baseline):
+                return
 
-                where = traceback.extract_tb(e.__traceback__)[-1]
-                error = f"{type(e).__name__}: {e} (harness line {where.lineno}, {where.name})"
-                write_all(1, pack({"type": "fatal", "error": error}))
-                return
-            write_all(1, pack(reply))
-            # The next job's processes are forked from this one: nothing of a finished job
-            # (its reply holds the test runner's records and the program's output) may stay
-            # reachable from them, through this frame or a cycle not yet collected.
-            del reply, job
-            gc.collect()
+    def _job_process(self) -> int:
+        """M: read one message from the host, answer it, and return the exit status (0: the
+        worker may serve another job)."""
+        # Die with the supervisor (without a PID namespace nothing else would end M), and adopt
+        # every orphan of the job so that M's sweep reaps it.
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != self.pid:
+            return 1
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        job = read_frame(0)
+        if job is None:
+            return 1
+        if job.get("type") == "ping":
+            write_all(1, pack({"type": "pong"}))
+            return 0
+        try:
+            reply = self.run_job(job)
+        except _Infra as e:
+            write_all(1, pack({"type": "infra", "error": str(e)}))
+            return 1
+        except BaseException as e:
+            # The host channel may be out of step now (unread test bytes): report and quit;
+            # the host starts a fresh worker.
+            import traceback
+
+            where = traceback.extract_tb(e.__traceback__)[-1]
+            error = f"{type(e).__name__}: {e} (harness line {where.lineno}, {where.name})"
+            write_all(1, pack({"type": "fatal", "error": error}))
+            return 1
+        write_all(1, pack(reply))
+        return 0
 
     # -- one job
     def _prepare(self, job: "dict[str, Any]", jobdir: str, has_tests: bool) -> None:
@@ -1834,8 +1902,11 @@ class Supervisor:
                 watch = job_state["runner"]
             else:
                 stdin_fd = self._stdin_fd(job.get("stdin") or "", jobdir, devnull, fds)
+                # Neither M nor the supervisor may be signalled by the job (pids taken here, in
+                # M: the lambda runs in the child).
+                guarded = (self.pid, os.getpid())
                 job_state["program"] = self._fork(
-                    lambda: _program_main(job, jobdir, self.seccomp, (os.getpid(),)),
+                    lambda: _program_main(job, jobdir, self.seccomp, guarded),
                     jobdir,
                     limits,
                     {1: out_w, 2: err_w, FD_AUX: aux_w},
@@ -1976,7 +2047,9 @@ class Supervisor:
                     break
             else:
                 return "the job left abstract unix sockets behind"
-        changed = _restore_state(self.state_baseline)
+        # Jobs are forked from M, which is forked from the supervisor: the supervisor's state is
+        # what the next job inherits (M's own dies with it).
+        changed = _restore_state(self.state_baseline, self.pid)
         if changed:
             return "the job changed the worker's own state (" + ", ".join(changed) + ")"
         return None
@@ -1998,8 +2071,9 @@ class Supervisor:
         P (see :func:`_owner_main`).  Returns the new pids by role."""
         streams = {1: out_w, 2: err_w, FD_AUX: devnull}
 
-        # Neither the test runner nor the supervisor may be signalled by the job.
-        guarded = tuple(p for p in (os.getpid(), runner) if p)
+        # Neither the test runner, nor the job process M, nor the supervisor may be
+        # signalled by the job.
+        guarded = tuple(p for p in (self.pid, os.getpid(), runner) if p)
 
         def fork(main: "Callable[..., None]", channels: "dict[int, int]") -> int:
             """One role: ``main`` with the job's streams and its own RPC descriptors."""
@@ -2189,9 +2263,10 @@ class Supervisor:
 
     def _kill_all_but(self, spare: "int | None") -> None:
         """Kill every process of the job except ``spare`` (the test runner) and reap them."""
+        me = os.getpid()
         for _ in range(10000):
             if self.pid1:
-                others = [p for p in _all_pids() if p not in (1, spare)]
+                others = [p for p in _all_pids() if p not in (1, me, spare)]
             else:
                 others = [p for p in _child_pids() if p != spare]
             if not others:
@@ -2218,7 +2293,8 @@ class Supervisor:
                 if not _reap_all(statuses):
                     break
                 time.sleep(0.0005)
-            return statuses, not [p for p in _all_pids() if p != 1]
+            # kill(-1) spares PID 1 and the caller (M, or the supervisor itself).
+            return statuses, not [p for p in _all_pids() if p not in (1, os.getpid())]
         for _ in range(10000):
             strays = _child_pids()
             for pid in strays:
@@ -2234,20 +2310,20 @@ class Supervisor:
 MQUEUE_DIR = "/dev/mqueue"
 
 
-def _process_state() -> "dict[str, Any]":
-    """The supervisor's own state that every job inherits: resource limits, niceness,
-    scheduling policy and priority, CPU affinity."""
+def _process_state(pid: int = 0) -> "dict[str, Any]":
+    """The state of process ``pid`` (0: this one) that every job forked below it inherits:
+    resource limits, niceness, scheduling policy and priority, CPU affinity."""
     state: dict[str, Any] = {}
     if resource is not None:
         for name in sorted(dir(resource)):
             if name.startswith("RLIMIT_"):
                 with contextlib.suppress(ValueError, OSError):
-                    state[name] = resource.getrlimit(getattr(resource, name))
+                    state[name] = resource.prlimit(pid, getattr(resource, name))
     readers = (
-        ("nice", lambda: os.getpriority(os.PRIO_PROCESS, 0)),
-        ("scheduler", lambda: os.sched_getscheduler(0)),
-        ("sched_priority", lambda: os.sched_getparam(0).sched_priority),
-        ("affinity", lambda: sorted(os.sched_getaffinity(0))),
+        ("nice", lambda: os.getpriority(os.PRIO_PROCESS, pid)),
+        ("scheduler", lambda: os.sched_getscheduler(pid)),
+        ("sched_priority", lambda: os.sched_getparam(pid).sched_priority),
+        ("affinity", lambda: sorted(os.sched_getaffinity(pid))),
     )
     for key, read in readers:
         with contextlib.suppress(Exception):
@@ -2255,25 +2331,25 @@ def _process_state() -> "dict[str, Any]":
     return state
 
 
-def _restore_state(baseline: "dict[str, Any]") -> "list[str]":
-    """Put back what a job changed of the supervisor's state (where an unprivileged process
-    can: lowered limits and a raised niceness usually cannot be undone); the keys still
-    different afterwards."""
-    current = _process_state()
+def _restore_state(baseline: "dict[str, Any]", pid: int = 0) -> "list[str]":
+    """Put back what a job changed of process ``pid``'s state (0: this one; the supervisor,
+    when the job process M checks it by pid) where an unprivileged process can: lowered limits
+    and a raised niceness usually cannot be undone; the keys still different afterwards."""
+    current = _process_state(pid)
     for key, value in baseline.items():
         if current.get(key) == value:
             continue
         with contextlib.suppress(Exception):
             if key.startswith("RLIMIT_"):
-                resource.setrlimit(getattr(resource, key), value)
+                resource.prlimit(pid, getattr(resource, key), value)
             elif key == "nice":
-                os.setpriority(os.PRIO_PROCESS, 0, value)
+                os.setpriority(os.PRIO_PROCESS, pid, value)
             elif key in ("scheduler", "sched_priority"):
                 param = os.sched_param(baseline.get("sched_priority", 0))
-                os.sched_setscheduler(0, baseline.get("scheduler", 0), param)
+                os.sched_setscheduler(pid, baseline.get("scheduler", 0), param)
             elif key == "affinity":
-                os.sched_setaffinity(0, value)
-    current = _process_state()
+                os.sched_setaffinity(pid, value)
+    current = _process_state(pid)
     return sorted(k for k in baseline if current.get(k) != baseline[k])
 
 

@@ -79,6 +79,11 @@ def _limit_status(
     sig = (exit_info or {}).get("signal")
     if facts.get("runner_stopped"):
         return Status.TIMEOUT, "the test runner was stopped (by the program?): counted as a timeout"
+    if facts.get("job_process_stopped"):
+        return (
+            Status.TIMEOUT,
+            "the sandbox's job process was stopped (by the program?): counted as a timeout",
+        )
     if facts.get("timed_out") or sig == _SIGXCPU:
         return Status.TIMEOUT, f"time limit exceeded ({seconds:g} s)"
     if facts.get("files_exceeded"):

@@ -128,11 +128,13 @@ print("spawned")
     # Same worker, same /tmp: a surviving grandchild would have written the marker by now.
     check = single_sandbox.run(
         f"import os\nprint(os.path.exists({marker!r}))\n"
-        "print(len([p for p in os.listdir('/proc') if p.isdigit()]))"
+        "ours = {1, os.getppid(), os.getpid()}\n"
+        "print(len([p for p in os.listdir('/proc') if p.isdigit() and int(p) not in ours]))"
     )
-    exists, nprocs = check.stdout.split()
+    exists, strays = check.stdout.split()
     assert exists == "False"
-    assert int(nprocs) <= 2
+    # Only the supervisor (PID 1), this job's own job process and the program itself.
+    assert int(strays) == 0
     assert not os.path.exists(marker)
 
 

@@ -8,9 +8,10 @@ found the reply of the *previous* job on the same worker -- the test runner's re
 unit (passed or not, with the assertion's message) and that program's output -- and the current
 job's own description (limits, other authors' code, the byte size of the tests). In a group of
 samples of one task (GRPO), sample 2 could read which of sample 1's guesses passed and answer
-every unit right: ``ok`` without solving anything. Now the supervisor drops each reply (and
-collects its cycles) before the next job, a forked child empties the job description before the
-program runs, and the tests' size travels in a frame that only the test runner reads.
+every unit right: ``ok`` without solving anything. Now the supervisor never handles a job or a
+reply (each job runs in a job process of its own, which exits after it; see
+``test_freed_memory.py`` for raw reads of memory), a forked child empties the job description
+before the program runs, and the tests' size travels in a frame that only the test runner reads.
 
 Checked on both backends, through the raw API and through ``humaneval_single-v0``; with the
 same attacks, the inspector below lists what a program *can* see: its arguments, its own code,
