@@ -12,7 +12,11 @@ Jobs, each run back to back on its one worker:
 * ``run``: a script printing one line (``Sandbox.run``);
 * ``tests``: a three-unit suite, probed once beforehand (``Sandbox.run_tests``).
 
-Reports the median per-job wall time over ``--rounds`` rounds of ``--jobs`` jobs, and the ratio.
+Reports the median per-job wall time over ``--rounds`` rounds of ``--jobs`` jobs, and the ratio;
+and the CPU time the worker itself spent per job (every process of the worker: the supervisor's
+own and its reaped descendants' time from ``/proc/<pid>/stat`` for ``ProcessSandbox``, the
+container's ``cpuacct``/``cpu.stat`` for Docker), which a loaded machine changes far less than
+wall time.
 
     python benchmarks/sandbox_job_cost.py [--baseline fc7fab9] [--jobs 100] [--rounds 5]
         [--no-docker]
@@ -75,11 +79,38 @@ def make(backend: str, source: str) -> Any:
         return ProcessSandbox(workers=1, limits=limits)
 
 
-def per_job_ms(job: Callable[[], Any], n: int) -> float:
+def worker_cpu_seconds(sandbox: Any) -> float | None:
+    """CPU seconds used so far by the one worker of ``sandbox`` (None where it cannot be read)."""
+    (worker,) = sandbox._workers
+    pid = getattr(worker, "supervisor_pid", None)
+    if pid is not None:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        # utime, stime, cutime, cstime: the supervisor's and its waited-for descendants'.
+        return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    cid = worker.container_id
+    for path, scale in (
+        (f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage", 1e-9),
+        (f"/sys/fs/cgroup/system.slice/docker-{cid}.scope/cpu.stat", 1e-6),
+    ):
+        with contextlib.suppress(OSError):
+            text = Path(path).read_text()
+            if path.endswith("cpu.stat"):
+                text = dict(line.split() for line in text.splitlines())["usage_usec"]
+            return int(text) * scale
+    return None
+
+
+def per_job_ms(job: Callable[[], Any], n: int, sandbox: Any) -> tuple[float, float | None]:
+    """Wall and worker CPU milliseconds per job."""
+    cpu = worker_cpu_seconds(sandbox)
     start = time.perf_counter()
     for _ in range(n):
         job()
-    return (time.perf_counter() - start) / n * 1000
+    wall = (time.perf_counter() - start) / n * 1000
+    time.sleep(0.2)  # the last job process ends and is reaped
+    after = worker_cpu_seconds(sandbox)
+    return wall, None if cpu is None or after is None else (after - cpu) / n * 1000
 
 
 def jobs_of(sandbox: Any) -> dict[str, Callable[[], Any]]:
@@ -103,14 +134,18 @@ def bench(backend: str, old: str, new: str, n: int, rounds: int) -> list[tuple[s
     try:
         jobs = {name: jobs_of(pool) for name, pool in pools.items()}
         times: dict[tuple[str, str], list[float]] = {}
+        cpus: dict[tuple[str, str], list[float]] = {}
         for name in pools:  # warm-up
             for job in jobs[name].values():
-                per_job_ms(job, 5)
+                per_job_ms(job, 5, pools[name])
         for r in range(rounds):
             order = list(pools) if r % 2 == 0 else list(pools)[::-1]
             for kind in ("run", "tests"):
                 for name in order:
-                    times.setdefault((kind, name), []).append(per_job_ms(jobs[name][kind], n))
+                    wall, cpu = per_job_ms(jobs[name][kind], n, pools[name])
+                    times.setdefault((kind, name), []).append(wall)
+                    if cpu is not None:
+                        cpus.setdefault((kind, name), []).append(cpu)
     finally:
         for pool in pools.values():
             pool.close()
@@ -119,9 +154,16 @@ def bench(backend: str, old: str, new: str, n: int, rounds: int) -> list[tuple[s
         before = statistics.median(times[(kind, "baseline")])
         after = statistics.median(times[(kind, "this checkout")])
         rows.append(
-            (backend, kind, f"{before:.2f}", f"{after:.2f}", f"{after - before:+.2f}",
+            (backend, kind, "wall", f"{before:.2f}", f"{after:.2f}", f"{after - before:+.2f}",
              f"{after / before:.2f}x")
         )  # fmt: skip
+        if (kind, "baseline") in cpus and (kind, "this checkout") in cpus:
+            before = statistics.median(cpus[(kind, "baseline")])
+            after = statistics.median(cpus[(kind, "this checkout")])
+            rows.append(
+                (backend, kind, "worker CPU", f"{before:.2f}", f"{after:.2f}",
+                 f"{after - before:+.2f}", f"{after / before:.2f}x")
+            )  # fmt: skip
     return rows
 
 
@@ -153,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             rows += bench("docker", old, HARNESS_SOURCE, args.jobs, args.rounds)
         except SandboxUnavailableError as e:
             print(f"docker: unavailable ({e})")
-    head = ("backend", "job", "baseline ms", "now ms", "delta ms", "ratio")
+    head = ("backend", "job", "per job", "baseline ms", "now ms", "delta ms", "ratio")
     print("  ".join(f"{h:>12}" for h in head))
     for row in rows:
         print("  ".join(f"{c:>12}" for c in row))

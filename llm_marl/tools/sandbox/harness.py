@@ -1674,6 +1674,11 @@ SCRATCH_POLL_SECONDS = 0.02
 RUNNER_POLL_SECONDS = 0.05
 
 
+def _on_child(signum: int, frame: object) -> None:
+    """The supervisor's SIGCHLD handler: nothing to do; the signal only wakes it up (its
+    wake-up pipe, ``signal.set_wakeup_fd``) to reap."""
+
+
 # The reply the supervisor sends for a job whose job process M was stopped (see Supervisor.serve).
 _STOPPED_REPLY = {
     "type": "result",
@@ -1753,40 +1758,99 @@ class Supervisor:
         exits.  So every job's processes are forked from a process that never held another
         job's data, and whatever a job's processes held dies with them and with M: the kernel
         hands out only zeroed pages, and no process of the worker keeps freed memory that once
-        held a job's program, input, tests, output or records.  M is forked while the worker
-        waits for its next job, so the fork is paid before the job arrives.
+        held a job's program, input, tests, output or records.
+
+        The next M is forked while the worker waits for its next job: when M has swept its job
+        and is about to reply, it passes a baton (one byte on a pipe of its own) and the
+        supervisor forks the next M at once, which then waits on the host channel; the one
+        before only writes its reply and exits.  The supervisor learns of every M's end (or
+        stop) from ``SIGCHLD``, through a wake-up pipe.
         """
         write_all(1, pack(self.hello()))
-        while True:
-            pid = os.fork()
-            if pid == 0:
-                code = 1
-                try:
-                    code = self._job_process()
-                finally:
-                    os._exit(code)
-            _, status = os.waitpid(pid, os.WUNTRACED)
-            if os.WIFSTOPPED(status):
-                # Only the job can have stopped M (on a machine without the job's signal guard;
-                # M, unlike the supervisor, is not PID 1): end the job as a timeout at once,
-                # with a reply that holds nothing of it, and let the host retire this worker.
-                self._sweep()
-                write_all(1, pack(_STOPPED_REPLY))
-                return
-            if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-                # The channel closed, the job process reported a fault and asked to stop, or it
-                # died (its reply may be cut short): the host starts a fresh worker.
-                self._sweep()
-                return
-            # M swept the job and checked (and restored) this process's state before replying;
-            # anything still left now means its checks were bypassed: stop serving.
-            _, clean = self._sweep()
-            if not clean or _restore_state(self.state_baseline):
-                return
+        wake = os.pipe()
+        for fd in wake:
+            os.set_blocking(fd, False)
+        signal.signal(signal.SIGCHLD, _on_child)
+        signal.set_wakeup_fd(wake[1])
+        batons: dict[int, int] = {}  # job process -> read end of its baton pipe
+        finishing: set[int] = set()  # job processes that passed the baton (their job is over)
+        spare = self._spawn(batons, wake)
 
-    def _job_process(self) -> int:
+        def take_baton(pid: int) -> None:
+            """Read ``pid``'s baton pipe (readable: the byte, or its end) and stop watching it;
+            a passed baton makes ``pid`` finishing and, from the spare, starts the next M."""
+            nonlocal spare
+            fd = batons.pop(pid)
+            try:
+                passed = os.read(fd, 1) == b"B"
+            except OSError:
+                passed = False
+            os.close(fd)
+            if passed:
+                finishing.add(pid)
+                if pid == spare:
+                    spare = self._spawn(batons, wake)
+
+        while True:
+            readable, _, _ = select.select([wake[0], *batons.values()], [], [])
+            with contextlib.suppress(OSError):
+                while os.read(wake[0], 512):
+                    pass
+            for pid, fd in list(batons.items()):
+                if fd in readable:
+                    take_baton(pid)
+            while True:
+                try:
+                    pid, status = os.waitpid(-1, os.WNOHANG | os.WUNTRACED)
+                except ChildProcessError:
+                    break
+                if pid == 0:
+                    break
+                if os.WIFSTOPPED(status):
+                    # Only a job can have stopped M (on a machine without the job's signal
+                    # guard; M, unlike the supervisor, is not PID 1): end the job as a timeout
+                    # at once, with a reply that holds nothing of it; the host retires the
+                    # worker.
+                    self._sweep()
+                    write_all(1, pack(_STOPPED_REPLY))
+                    return
+                if pid in batons:
+                    # It ended after select() returned: its baton pipe holds the byte (if it
+                    # passed it) and its end.
+                    take_baton(pid)
+                ok = pid in finishing and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+                finishing.discard(pid)
+                # Not ok: the channel closed, M reported a fault and asked to stop, or it died
+                # (its reply may be cut short), or an orphan of a job reached the supervisor.
+                # M swept its job and checked (and restored) this process's state before it
+                # passed the baton; a state still changed means its checks were bypassed.
+                # Either way the worker stops, and the host starts a fresh one.
+                if not ok or _restore_state(self.state_baseline):
+                    self._sweep()
+                    return
+
+    def _spawn(self, batons: "dict[int, int]", wake: "tuple[int, int]") -> int:
+        """Fork the next job process M; record its baton pipe in ``batons``; its pid."""
+        baton_r, baton_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for fd in (baton_r, *wake, *batons.values()):
+                    os.close(fd)
+                code = self._job_process(baton_w)
+            finally:
+                os._exit(code)
+        os.close(baton_w)
+        batons[pid] = baton_r
+        return pid
+
+    def _job_process(self, baton: int) -> int:
         """M: read one message from the host, answer it, and return the exit status (0: the
-        worker may serve another job)."""
+        worker may serve another job).  Before a reply after which the worker may serve on, M
+        writes ``B`` on ``baton``: the supervisor then forks the next job process."""
         # Die with the supervisor (without a PID namespace nothing else would end M), and adopt
         # every orphan of the job so that M's sweep reaps it.
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -1797,6 +1861,7 @@ class Supervisor:
         if job is None:
             return 1
         if job.get("type") == "ping":
+            os.write(baton, b"B")
             write_all(1, pack({"type": "pong"}))
             return 0
         try:
@@ -1813,6 +1878,8 @@ class Supervisor:
             error = f"{type(e).__name__}: {e} (harness line {where.lineno}, {where.name})"
             write_all(1, pack({"type": "fatal", "error": error}))
             return 1
+        # Every process of the job is gone: the next job process may start now.
+        os.write(baton, b"B")
         write_all(1, pack(reply))
         return 0
 
