@@ -429,7 +429,21 @@ def _read_meta(ckpt: Path) -> dict[str, Any]:
         )
     ):
         raise _corrupt(ckpt, TRAINER_FILE, f"has an invalid {CHECKSUMS!r} map")
+    if checksums is not None and isinstance(files, dict):
+        # Written together: a file listed without its checksum would be loaded unverified.
+        unsummed = sorted(set(files) - set(checksums))
+        if unsummed:
+            raise _corrupt(ckpt, TRAINER_FILE, f"lists {unsummed[0]} without its checksum")
+    named = _STEP_DIR.fullmatch(ckpt.name)
+    if named is not None and int(named.group(1)) != step:
+        # The directory's name is the step it was saved at; resuming at another step would
+        # replay or skip steps (a step of 10**30 ends the run at once).
+        raise _corrupt(ckpt, TRAINER_FILE, f"says step {str(step)[:40]}, not {int(named.group(1))}")
     return meta
+
+
+# The name save_checkpoint gives a checkpoint directory ("step-000012").
+_STEP_DIR = re.compile(r"step-(\d{1,18})")
 
 
 def _check_files(ckpt: Path, meta: Mapping[str, Any]) -> None:
