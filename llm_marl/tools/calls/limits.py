@@ -32,6 +32,10 @@ DEFAULT_MAX_CALL_CHARS = 64 * 1024
 DEFAULT_MAX_DEPTH = 32
 """Deepest JSON nesting accepted in a call (objects and arrays)."""
 
+DEFAULT_MAX_OUTPUT_CHARS = 64 * 1024
+"""Characters of one tool result a :class:`~llm_marl.tools.calls.Toolbox` posts by default
+(its output or its error message): one call cannot put megabytes into the next prompt."""
+
 
 _STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.DOTALL)
 """What follows a JSON string's opening quote, up to and with its closing quote (or the end of

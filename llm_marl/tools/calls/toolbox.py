@@ -14,6 +14,7 @@ from llm_marl.tools.calls.limits import (
     DEFAULT_MAX_CALLS,
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_DEPTH,
+    DEFAULT_MAX_OUTPUT_CHARS,
     FORMATS,
 )
 from llm_marl.tools.calls.parsing import ParsedCalls, ToolCall, parse_tool_calls, tool_map
@@ -71,7 +72,8 @@ class Toolbox:
         formats: Accepted call formats (see :data:`FORMATS`).
         max_chars, max_calls, max_call_chars, max_depth: Parsing limits
             (see :func:`parse_tool_calls`).
-        max_output_chars: Cut each tool's output to this many characters (None: no cut), with a
+        max_output_chars: Cut each tool's output, and each error message a tool raises, to this
+            many characters (default :data:`DEFAULT_MAX_OUTPUT_CHARS`; None: no cut), with a
             note saying how much was cut.
 
     Example::
@@ -91,7 +93,7 @@ class Toolbox:
         max_calls: int = DEFAULT_MAX_CALLS,
         max_call_chars: int = DEFAULT_MAX_CALL_CHARS,
         max_depth: int = DEFAULT_MAX_DEPTH,
-        max_output_chars: int | None = None,
+        max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     ) -> None:
         self.tools = tool_map(tools)
         unknown = set(formats) - set(FORMATS)
@@ -135,16 +137,21 @@ class Toolbox:
         try:
             output = tool_.fn(**call.arguments)
         except ToolUseError as e:
-            return ToolResult(call.id, call.name, f"Error: {scrub_surrogates(str(e))}", True, call)
+            # An error message is tool output too: it may echo a megabyte URL or page.
+            message = self._bounded(f"Error: {e}")
+            return ToolResult(call.id, call.name, message, True, call)
         except InfrastructureError:
             raise
-        content = _as_text(output)
-        if self.max_output_chars is not None and len(content) > self.max_output_chars:
-            cut = len(content) - self.max_output_chars
-            content = content[: self.max_output_chars] + f"\n[... {cut} more characters cut]"
-        # The output goes into the agent's conversation, which must stay encodable (a tool may
-        # echo a string built elsewhere, or text decoded from JSON escapes).
-        return ToolResult(call.id, call.name, scrub_surrogates(content), False, call)
+        return ToolResult(call.id, call.name, self._bounded(_as_text(output)), False, call)
+
+    def _bounded(self, content: str) -> str:
+        """``content`` cut to :attr:`max_output_chars` (with a note) and made encodable: it goes
+        into the agent's conversation (a tool may echo a string built elsewhere, or text
+        decoded from JSON escapes)."""
+        limit = self.max_output_chars
+        if limit is not None and len(content) > limit:
+            content = content[:limit] + f"\n[... {len(content) - limit} more characters cut]"
+        return scrub_surrogates(content)
 
     def run(self, completion: Any) -> list[ToolResult]:
         """Parse ``completion`` and run its valid calls, in order; errors are results too.
