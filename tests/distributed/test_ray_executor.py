@@ -25,7 +25,7 @@ from llm_marl.cli import main
 from llm_marl.distributed import RayExecutor, RayResources
 from llm_marl.distributed.learner import LearnerSharding, LearnerSpec
 from llm_marl.envs.registration import make
-from llm_marl.errors import ConfigError
+from llm_marl.errors import ConfigError, TrainingError
 from llm_marl.policies.base import Completion, SamplingParams, ScriptedPolicy
 from llm_marl.policies.hf import HFPolicy
 from llm_marl.policies.sharded import ShardingConfig
@@ -370,6 +370,33 @@ def test_a_sharded_learner_on_ray_trains_syncs_and_resumes_like_one_process(toy_
     assert main([*TOY, "--resume", "--output-dir", str(single)]) == 0
     for k, v in ours.items():
         torch.testing.assert_close(_weights(single)[k], v, rtol=1e-4, atol=5e-5, msg=k)
+
+
+class _Rank:
+    """A stand-in rank of a sharded learner: it dies, or waits as in a collective."""
+
+    def ping(self) -> int:
+        return os.getpid()
+
+    def work(self, die: bool) -> None:
+        if die:
+            os._exit(1)
+        time.sleep(600)
+
+
+@pytest.mark.slow  # two bare actors on the module's cluster: a few seconds
+def test_a_dead_rank_stops_the_step_in_one_line_and_takes_its_group_down():
+    ranks = [ray.remote(_Rank).options(num_cpus=0.01).remote() for _ in range(2)]
+    ray.get([r.ping.remote() for r in ranks])
+    ex = RayExecutor()
+    ex.learners = {"left": ranks}
+    refs = [ranks[0].work.remote(False), ranks[1].work.remote(True)]
+    with pytest.raises(TrainingError, match=r"learner of 'left' died .*--resume") as err:
+        ex._learner_results("left", refs)
+    assert "\n" not in str(err.value)
+    # The rank that waited (it would wait in its collective until the group times out) is gone.
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(ranks[0].ping.remote(), timeout=60)
 
 
 # ---------------------------------------------------------------------------------- Ctrl-C
