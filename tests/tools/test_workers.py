@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 
 import pytest
 
@@ -160,8 +161,12 @@ def test_deadline_io_reports_eof_and_deadlines():
     os.close(r)
 
 
-def test_one_shutdown_closes_every_pool_and_a_forked_child_leaves_them_alone():
+def test_one_shutdown_closes_every_pool_and_a_forked_child_leaves_them_alone(monkeypatch):
+    # A registry of this test's own: shutdown() closes every pool of the process, and the
+    # session's sandbox pools, which later tests use, must stay open whatever the test order.
+    monkeypatch.setattr(workers, "_LIVE_POOLS", weakref.WeakSet())
     pool = ProcessPool(EchoWorker, 1, name="echo worker")
+    other = ProcessPool(EchoWorker, 1, name="echo worker")
     pool.prestart()
     (w,) = pool.workers()
     pid = os.fork()
@@ -180,7 +185,7 @@ def test_one_shutdown_closes_every_pool_and_a_forked_child_leaves_them_alone():
     assert os.WEXITSTATUS(status) == 0
     assert w.alive()
     workers.shutdown()
-    assert not w.alive() and pool.closed
+    assert not w.alive() and pool.closed and other.closed
 
 
 def test_pool_rejects_a_bad_size():
