@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# pytester runs a pytest session inside the test's own process (tests/test_fast_loop.py).
+pytest_plugins = ("pytester",)
+
 # Tests never touch the network; transformers must not try the Hub either.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

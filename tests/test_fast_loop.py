@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # A Docker test by marker, by fixture and by parametrised backend; vLLM tests by module mark.
@@ -16,19 +15,30 @@ FILES = [
 ]
 
 
-def test_the_fast_loop_leaves_out_the_docker_and_vllm_tests() -> None:
-    """(CI's jobs still select them with ``-m docker`` / ``-m vllm``: the marks stay.)"""
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:randomly"]
-        + ["-m", "not slow", *FILES],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+class _Selected:
+    """Records the test ids a session keeps after ``-m`` deselected the others."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.ids = [item.nodeid for item in session.items]
+
+
+def test_the_fast_loop_leaves_out_the_docker_and_vllm_tests(pytester: pytest.Pytester) -> None:
+    """(CI's jobs still select them with ``-m docker`` / ``-m vllm``: the marks stay.)
+
+    The fast loop's own collection, run in this process (pytester), with the project's config
+    and conftest files."""
+    selected = _Selected()
+    result = pytester.inline_run(
+        *("--collect-only", "-q", "-p", "no:randomly", "-m", "not slow"),
+        *("--rootdir", str(ROOT), "-c", str(ROOT / "pyproject.toml")),
+        *(str(ROOT / f) for f in FILES),
+        plugins=[selected],
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    fast = [line for line in done.stdout.splitlines() if "::" in line]
+    assert result.ret == pytest.ExitCode.OK, result.getreports()
+    fast = selected.ids
     assert fast, "the fast loop lost the process-sandbox tests too"
     assert not [t for t in fast if "[docker" in t or "test_vllm_policy" in t], fast
     # Only the one test that needs no engine (it checks the message when there is none).
