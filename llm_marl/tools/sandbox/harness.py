@@ -2654,6 +2654,11 @@ _WARM_MODULES = (
 )
 
 
+# What the job process and the test runner import as they run a job: imported once by the
+# supervisor, since every job process is forked afresh from it and would import them again.
+_HARNESS_MODULES = ("socket", "zlib")
+
+
 def _ignore_signals() -> "dict[Any, Any]":
     """Ignore every signal a job could send the supervisor; return the previous dispositions.
 
@@ -2717,7 +2722,7 @@ def main(argv: "list[str]") -> "Any":
         scratch = tempfile.mkdtemp(prefix="llm_marl_sandbox_")
     os.makedirs(scratch, exist_ok=True)
     os.chdir(scratch)
-    for name in _WARM_MODULES:
+    for name in _WARM_MODULES + _HARNESS_MODULES:
         with contextlib.suppress(Exception):
             __import__(name)
     signals = _ignore_signals()
