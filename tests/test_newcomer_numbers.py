@@ -9,7 +9,7 @@ refuses every non-finite float once, where text becomes a number.
 
 from __future__ import annotations
 
-import sys
+import importlib
 
 import pytest
 
@@ -27,7 +27,7 @@ class _Built(BaseException):
 @pytest.fixture
 def no_models(monkeypatch):
     # `llm_marl.train.run` the module (the package re-exports a function of that name).
-    run_module = sys.modules["llm_marl.train.run"]
+    run_module = importlib.import_module("llm_marl.train.run")
 
     def refuse(config):
         raise _Built
