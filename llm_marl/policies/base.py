@@ -19,6 +19,7 @@ turn as a new segment.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from abc import ABC, abstractmethod
@@ -247,14 +248,61 @@ class ChatTokenPolicy(ABC):
         sampling: SamplingParams,
         contexts: TokenContexts = None,
     ) -> list[Completion]:
-        """Sample one completion per conversation with a single batched sampling call."""
+        """Sample one completion per conversation with a single batched sampling call.
+
+        A prompt that leaves no room in the model's context (:meth:`context_length`) is not
+        sampled: a conversation grown from untrusted replies must cost an error, not a forward
+        pass over an unbounded sequence. The other rows are sampled as usual, and the call
+        raises :class:`BatchPolicyError` so that only those conversations' episodes fail.
+        """
         prompts, extended = self.chat.batch_prompt_ids(conversations, contexts)
         if not prompts:
             return []
+        limit = self.context_length()
+        too_long = {i for i, p in enumerate(prompts) if limit is not None and len(p) >= limit}
+        if not too_long:
+            return self._complete(prompts, extended, contexts, sampling)
+        keep = [i for i in range(len(prompts)) if i not in too_long]
+        done: list[Completion] = []
+        if keep:
+            seeds = sampling.request_seeds
+            done = self._complete(
+                [prompts[i] for i in keep],
+                [extended[i] for i in keep],
+                None if contexts is None else [contexts[i] for i in keep],
+                sampling
+                if seeds is None
+                else dataclasses.replace(sampling, request_seeds=tuple(seeds[i] for i in keep)),
+            )
+        results: list[Completion | str] = []
+        kept = iter(done)
+        for i, p in enumerate(prompts):
+            if i in too_long:
+                results.append(
+                    f"prompt {i} has {len(p)} tokens; {self.name}'s context holds {limit}"
+                )
+            else:
+                results.append(next(kept))
+        failed = [r for r in results if isinstance(r, str)]
+        raise BatchPolicyError(batch_summary(failed, len(results)), results)
+
+    def _complete(
+        self,
+        prompts: list[list[int]],
+        extended: list[bool],
+        contexts: TokenContexts,
+        sampling: SamplingParams,
+    ) -> list[Completion]:
+        """Sample ``prompts`` in one :meth:`_sample_ids` call and cut them into completions."""
         generated = self._sample_ids(prompts, sampling)
         return self.chat.batch_completions(
             prompts, extended, contexts, generated, sampling, trim_padding=self._pads_rows()
         )
+
+    def context_length(self) -> int | None:
+        """The most tokens a prompt and its completion may hold together, or ``None`` where
+        the backend does not say (no prompt is then refused for its length)."""
+        return None
 
     @abstractmethod
     def _sample_ids(

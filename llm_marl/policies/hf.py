@@ -602,6 +602,11 @@ class HFPolicy(ChatTokenPolicy):
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    def context_length(self) -> int | None:
+        """The model config's ``max_position_embeddings`` (``None`` where it has none)."""
+        positions = getattr(getattr(self._base, "config", None), "max_position_embeddings", None)
+        return positions if isinstance(positions, int) and positions > 0 else None
+
     # ------------------------------------------------------------------ adapters and modes
 
     def rebind_parameters(self) -> None:

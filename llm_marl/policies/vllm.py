@@ -634,6 +634,10 @@ class VLLMPolicy(ChatTokenPolicy):
 
     # ------------------------------------------------------------------ generation
 
+    def context_length(self) -> int | None:
+        """The engine's ``max_model_len``."""
+        return self.max_model_len
+
     def _sample_ids(
         self, prompts: list[list[int]], sampling: SamplingParams
     ) -> tuple[list[list[int]], list[list[float]]]:
