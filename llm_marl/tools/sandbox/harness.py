@@ -93,7 +93,9 @@ scratch space relative to directory descriptors (:func:`wipe_tree`: no recursion
 that no System V IPC object is left, and that the supervisor's own state (limits, niceness,
 scheduling, read by pid) is what it was -- if not, its reply asks the host to retire this
 worker.  If M dies without replying, or leaves a process or a changed state behind, the
-supervisor exits and the host replaces the worker.
+supervisor exits and the host replaces the worker.  The next M is forked as soon as M has swept
+its job, but starts its own job only once M has exited and been reaped (see
+:meth:`Supervisor.serve`).
 
 Time: R gives the program ``timeout`` seconds to load and ``test_timeout`` seconds of its own
 time per test (only the time R waits for P counts).  When a call overruns, R asks M
@@ -1765,6 +1767,12 @@ class Supervisor:
         supervisor forks the next M at once, which then waits on the host channel; the one
         before only writes its reply and exits.  The supervisor learns of every M's end (or
         stop) from ``SIGCHLD``, through a wake-up pipe.
+
+        An M starts its job only once every M before it has ended and been reaped: the
+        supervisor then writes one byte ("go") on a pipe of the new M's own.  Until then the
+        one before may still be running (between its reply and its exit) or be a zombie in
+        ``/proc``: the new job could see it, and the new M's sweep would take it for a survivor
+        of its own job (or kill it mid-exit), which retires the worker.
         """
         write_all(1, pack(self.hello()))
         wake = os.pipe()
@@ -1774,7 +1782,16 @@ class Supervisor:
         signal.set_wakeup_fd(wake[1])
         batons: dict[int, int] = {}  # job process -> read end of its baton pipe
         finishing: set[int] = set()  # job processes that passed the baton (their job is over)
-        spare = self._spawn(batons, wake)
+        alive: set[int] = set()  # job processes not reaped yet
+        go: dict[int, int] = {}  # job process -> write end of its go pipe, until it gets "go"
+        spare = self._spawn(batons, wake, alive, go)
+
+        def give_go() -> None:
+            """Let the spare start its job once it is the only job process left."""
+            if spare in go and alive == {spare}:
+                fd = go.pop(spare)
+                os.write(fd, b"G")
+                os.close(fd)
 
         def take_baton(pid: int) -> None:
             """Read ``pid``'s baton pipe (readable: the byte, or its end) and stop watching it;
@@ -1789,9 +1806,10 @@ class Supervisor:
             if passed:
                 finishing.add(pid)
                 if pid == spare:
-                    spare = self._spawn(batons, wake)
+                    spare = self._spawn(batons, wake, alive, go)
 
         while True:
+            give_go()
             readable, _, _ = select.select([wake[0], *batons.values()], [], [])
             with contextlib.suppress(OSError):
                 while os.read(wake[0], 512):
@@ -1814,6 +1832,7 @@ class Supervisor:
                     self._sweep()
                     write_all(1, pack(_STOPPED_REPLY))
                     return
+                alive.discard(pid)
                 if pid in batons:
                     # It ended after select() returned: its baton pipe holds the byte (if it
                     # passed it) and its end.
@@ -1829,28 +1848,41 @@ class Supervisor:
                     self._sweep()
                     return
 
-    def _spawn(self, batons: "dict[int, int]", wake: "tuple[int, int]") -> int:
-        """Fork the next job process M; record its baton pipe in ``batons``; its pid."""
+    def _spawn(
+        self,
+        batons: "dict[int, int]",
+        wake: "tuple[int, int]",
+        alive: "set[int]",
+        go: "dict[int, int]",
+    ) -> int:
+        """Fork the next job process M; record its baton pipe in ``batons``, its go pipe in
+        ``go`` and its pid in ``alive``; its pid."""
         baton_r, baton_w = os.pipe()
+        go_r, go_w = os.pipe()
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                for fd in (baton_r, *wake, *batons.values()):
+                for fd in (baton_r, go_w, *wake, *batons.values(), *go.values()):
                     os.close(fd)
-                code = self._job_process(baton_w)
+                code = self._job_process(baton_w, go_r)
             finally:
                 os._exit(code)
         os.close(baton_w)
+        os.close(go_r)
         batons[pid] = baton_r
+        go[pid] = go_w
+        alive.add(pid)
         return pid
 
-    def _job_process(self, baton: int) -> int:
+    def _job_process(self, baton: int, go: int) -> int:
         """M: read one message from the host, answer it, and return the exit status (0: the
-        worker may serve another job).  Before a reply after which the worker may serve on, M
-        writes ``B`` on ``baton``: the supervisor then forks the next job process."""
+        worker may serve another job).  M starts on it only after the supervisor wrote ``G``
+        on ``go`` (every job process before M has ended).  Before a reply after which the
+        worker may serve on, M writes ``B`` on ``baton``: the supervisor then forks the next
+        job process."""
         # Die with the supervisor (without a PID namespace nothing else would end M), and adopt
         # every orphan of the job so that M's sweep reaps it.
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -1860,6 +1892,11 @@ class Supervisor:
         job = read_frame(0)
         if job is None:
             return 1
+        # Read the job while the job process before exits, but start it only once that one is
+        # gone (reaped): nothing of it may be in /proc, nor be hit by this job's sweep.
+        if os.read(go, 1) != b"G":
+            return 1
+        os.close(go)
         if job.get("type") == "ping":
             os.write(baton, b"B")
             write_all(1, pack({"type": "pong"}))

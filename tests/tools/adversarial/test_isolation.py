@@ -138,6 +138,26 @@ print("spawned")
     assert not os.path.exists(marker)
 
 
+def test_back_to_back_jobs_never_see_the_previous_job_process(single_sandbox):
+    """A job starts only once the previous job's job process has exited and been reaped.
+
+    The next job process is forked while the previous one still writes its reply; before it
+    waited for that one's end, a loaded machine let a job see it (alive or a zombie) in
+    ``/proc``, and the new job's sweep took it for a survivor and retired the worker.  The race
+    is rare per job (about 1 in 75 under load), hence many short jobs.
+    """
+    before = single_sandbox._pool.replaced
+    program = (
+        "import os\nours = {1, os.getppid(), os.getpid()}\n"
+        "print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) not in ours))"
+    )
+    seen = [single_sandbox.run(program) for _ in range(60)]
+    assert all(r.status is Status.OK for r in seen), [r for r in seen if r.status is not Status.OK]
+    strays = [r.stdout for r in seen if r.stdout != "[]\n"]
+    assert strays == []
+    assert single_sandbox._pool.replaced == before
+
+
 def test_killing_the_parent_or_the_host_is_contained(sandbox, double):
     host_pid = os.getpid()
     program = f"""
