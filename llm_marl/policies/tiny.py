@@ -28,8 +28,16 @@ from typing import Any, TypedDict
 from llm_marl.policies.quiet import quiet_transformers
 from llm_marl.tools.files import replace_dir
 
-TINY_LM_VERSION = 1
-"""Bump when the build recipe changes, so that cached directories are rebuilt."""
+TINY_LM_VERSION = 2
+"""Bump when the build recipe changes, so that cached directories are rebuilt (2: the context
+grew from 2,048 to :data:`TINY_LM_CONTEXT` positions)."""
+
+TINY_LM_CONTEXT = 32768
+"""Positions the tiny LM (and its tokenizer) declare. A stand-in for the small real models it
+replaces in tests and smokes (Qwen2.5-0.5B/1.5B/3B declare 32,768): the paper presets' prompts
+(MATPO's tool descriptions and search results) run past 2,048 tokens of the tiny byte-level
+tokenizer, and a policy refuses a prompt its context cannot hold. Rotary position embeddings
+have no table of this size, so the weights and every output are the same as at 2,048."""
 
 ARGS_FILE = "llm_marl_tiny.json"
 """Written last into a built directory: the arguments it was built with (the cache key)."""
@@ -181,7 +189,7 @@ def _train_tokenizer(vocab_size: int, corpus: list[str], *, nfc: bool) -> Any:
         pad_token=EOS_TOKEN,
         additional_special_tokens=[IM_START, IM_END],
         clean_up_tokenization_spaces=False,
-        model_max_length=2048,
+        model_max_length=TINY_LM_CONTEXT,
     )
     fast.chat_template = CHAT_TEMPLATE
     return fast
@@ -231,7 +239,7 @@ def _make_config(
         "num_hidden_layers": num_layers,
         "num_attention_heads": num_heads,
         "num_key_value_heads": num_heads,
-        "max_position_embeddings": 2048,
+        "max_position_embeddings": TINY_LM_CONTEXT,
         "tie_word_embeddings": True,
         "bos_token_id": None,
         "eos_token_id": eos_id,
