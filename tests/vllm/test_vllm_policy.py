@@ -20,7 +20,14 @@ import pytest
 import torch
 
 from llm_marl.errors import ConfigError
-from llm_marl.policies import HFPolicy, Policy, SamplingParams, TokenContext, build_tiny_lm
+from llm_marl.policies import (
+    BatchPolicyError,
+    HFPolicy,
+    Policy,
+    SamplingParams,
+    TokenContext,
+    build_tiny_lm,
+)
 from llm_marl.policies.vllm import VLLMConfig, VLLMPolicy
 
 pytestmark = pytest.mark.vllm
@@ -220,7 +227,8 @@ def test_token_context_is_extended_not_retokenised(frozen, reference):
 
 def test_bad_input_is_refused_early(lm_path, frozen, monkeypatch):
     long_conv = [{"role": "user", "content": "seven " * 600}]
-    with pytest.raises(ValueError, match="max_model_len"):
+    # Past the engine's max_model_len: refused per row, before vLLM sees it (ChatTokenPolicy).
+    with pytest.raises(BatchPolicyError, match="context holds 512"):
         frozen.generate([long_conv], SamplingParams(max_new_tokens=4))
     with pytest.raises(TypeError, match="list of conversations"):
         frozen.generate(_convs(1)[0], SamplingParams())  # one conversation, not a batch
@@ -346,7 +354,11 @@ def test_saved_adapter_served_as_a_frozen_policy(lm_path, tmp_path):
     policy = HFPolicy.shared_lora(lm_path, ["hint"], seed=0)["hint"]
     _train(policy, lr=5e-2)
     policy.save(tmp_path / "hint")
-    served = VLLMPolicy.from_path(tmp_path / "hint", seed=0, kv_cache_memory_bytes=KV)
+    # max_model_len as the other engines here: the tiny LM declares 32,768 positions, more
+    # than KV holds.
+    served = VLLMPolicy.from_path(
+        tmp_path / "hint", seed=0, kv_cache_memory_bytes=KV, max_model_len=512
+    )
     try:
         assert served.name == str(tmp_path / "hint")
         out = served.generate(_convs(4), SamplingParams(max_new_tokens=12, temperature=1.0))
