@@ -31,6 +31,9 @@ def _bench():
     return module
 
 
+# slow: MiniLM embeds every honest and counterfeit answer (31 s and 44 s on an idle 2-core
+# machine, a third of the fast loop's CPU); the cheap tests below keep the fast loop's coverage.
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("env_id", "items", "n"), [("tldr-v0", "tldr_items", 40), ("arxiv_intro-v0", "arxiv_items", 50)]
 )
@@ -42,6 +45,7 @@ def test_honest_beats_every_counterfeit_class_on_95_percent(data_dir, env_id, it
     assert result["honest_fired"] == 0 and result["honest_zero"] == 0
 
 
+@pytest.mark.slow  # 18 s: MiniLM over 50 gold TL;DRs
 def test_no_guard_or_penalty_fires_on_a_sample_of_gold_tldrs(data_dir):
     rows = [json.loads(x) for x in (data_dir / "tldr" / "test.jsonl").read_text().splitlines()]
     env = llm_marl.make("tldr_single-v0", dataset="tldr_sample").unwrapped
