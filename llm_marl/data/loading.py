@@ -10,7 +10,7 @@ import re
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -229,32 +229,37 @@ Loaded = tuple[Tasks, str, SplitRules]
 """Every task of a source, where it came from (in words), and how it splits."""
 
 
+R = TypeVar("R", bound=SplitRules)
+
+_SPLIT_CACHE: TaskCache[Loaded] = TaskCache()
+"""The task lists :func:`load_split_tasks` loaded, by (family's dataset names, family, source,
+hub split)."""
+
+
 def load_split_tasks(
     family: str,
     dataset: str | os.PathLike[str] | Sequence[Mapping[str, Any]] | None,
     split: str,
-    *,
-    rules: SplitRules,
-    names: Collection[str],
-    cache: TaskCache[Loaded],
-    default: Callable[[str | None], Loaded],
+    datasets: Mapping[str, R],
+    default: Callable[[R], Loaded],
     check: Callable[[Tasks, str], Tasks],
+    *,
     hub_default_split: str = "train",
 ) -> tuple[Tasks, str]:
     """The tasks of one split of a source: what a family's task loader does around its own
     default data and validation (the coding and writing envs' loaders are this with their data).
 
     Args:
-        family: the loader's family (part of the cache key).
-        dataset: ``None`` (the family's default source), one of ``names``, a local file, a
+        family: the loader's family (part of the cache key of the loaded sources, which every
+            loader shares).
+        dataset: ``None`` (the family's default source), one of ``datasets``, a local file, a
             Hugging Face id, or a list of records (never cached).
         split: a split of :func:`select_split`, or a hub split spec (``"test[:16]"``, passed to
             the hub, for a Hugging Face id only).
-        rules: how the family's own data, a file and a list of records split.
-        names: the family's dataset names (never taken for Hugging Face ids).
-        cache: the family's cache of loaded sources.
-        default: ``default(name)`` loads every task of a named dataset (``None``: the family's
-            default) with where it came from and how it splits.
+        datasets: the family's named datasets (never taken for Hugging Face ids); ``family`` is
+            one of them, and its rules split a file and a list of records.
+        default: ``default(datasets[name])`` loads every task of a named dataset (``family``'s
+            when ``dataset`` is None) with where it came from and how it splits.
         check: ``check(records, source)`` validates records (from a file, the hub or the
             caller) into tasks.
         hub_default_split: what a Hugging Face id loads when ``split`` is none of the hub's.
@@ -263,16 +268,17 @@ def load_split_tasks(
     """
     if not isinstance(split, str):
         raise TypeError(f"split must be a str, got {type(split).__name__}")
+    rules = datasets[family]
     if dataset is not None and not isinstance(dataset, str | os.PathLike):
         tasks = check([dict(r) for r in dataset], "the given task list")
         return select_split(tasks, split, rules.eval_rows, rules.title), "tasks given by the caller"
     name = None if dataset is None else os.fspath(dataset)
-    hub_split = hub_split_spec(name, split, names)
+    hub_split = hub_split_spec(name, split, datasets)
 
     def load() -> Loaded:
-        if name is None or name in names:
-            return default(name)
-        if looks_like_hub_id(name, names):
+        if name is None or name in datasets:
+            return default(datasets[name or family])
+        if looks_like_hub_id(name, datasets):
             split_ = hub_split or hub_default_split
             records = load_records(name, split=split_)
             source = f"{name} (Hugging Face, split {split_!r})"
@@ -280,7 +286,8 @@ def load_split_tasks(
             records, source = load_records(name), name
         return check(records, source), source, rules
 
-    tasks, source, loaded_rules = cache.get((family, name, hub_split), load)
+    key = (tuple(datasets), family, name, hub_split)
+    tasks, source, loaded_rules = _SPLIT_CACHE.get(key, load)
     if hub_split is None:
         tasks = select_split(tasks, split, loaded_rules.eval_rows, loaded_rules.title)
     return [dict(t) for t in tasks], source

@@ -37,8 +37,6 @@ from typing import Any
 from llm_marl.data.loading import (
     DATA_DIR_ENV,
     DataError,
-    Loaded,
-    TaskCache,
     data_dir,
     load_records,
     load_split_tasks,
@@ -84,8 +82,6 @@ DATASETS: dict[str, DatasetInfo] = {
     ),
 }
 
-_cache: TaskCache[Loaded] = TaskCache()
-
 
 def load_tasks(
     family: str, dataset: str | Path | Sequence[dict[str, Any]] | None = None, split: str = "all"
@@ -103,16 +99,9 @@ def load_tasks(
     """
     if family not in DATASETS:
         raise ValueError(f"unknown coding dataset family {family!r}; known: {sorted(DATASETS)}")
+    hub = DATASETS[family].hub_split or "train"
     return load_split_tasks(
-        family,
-        dataset,
-        split,
-        rules=DATASETS[family],
-        names=DATASETS,
-        cache=_cache,
-        default=lambda name: _default_tasks(DATASETS[name or family]),
-        check=_validate,
-        hub_default_split=DATASETS[family].hub_split or "train",
+        family, dataset, split, DATASETS, _default_tasks, _validate, hub_default_split=hub
     )
 
 

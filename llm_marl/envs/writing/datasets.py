@@ -34,18 +34,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from llm_marl.data.loading import (
-    DATA_DIR_ENV,
-    Loaded,
-    TaskCache,
-    data_dir,
-    load_records,
-    load_split_tasks,
-    warn_user,
-)
+from llm_marl.data.loading import DATA_DIR_ENV, data_dir, load_records, load_split_tasks, warn_user
 from llm_marl.errors import DataError
 
 DATA = Path(__file__).parent / "data"
@@ -100,8 +93,6 @@ DATASETS: dict[str, WritingData] = {
     ),
 }
 
-_cache: TaskCache[Loaded] = TaskCache()
-
 
 def load_writing_tasks(
     kind: str, dataset: str | Path | Sequence[Mapping[str, Any]] | None = None, split: str = "all"
@@ -120,16 +111,7 @@ def load_writing_tasks(
         raise ValueError(f"unknown writing task kind {kind!r}; use 'tldr' or 'arxiv'")
     if dataset is not None and str(dataset) in DATASETS and DATASETS[str(dataset)].kind != kind:
         raise DataError(f"dataset {str(dataset)!r} holds {DATASETS[str(dataset)].kind} tasks")
-    return load_split_tasks(
-        kind,
-        dataset,
-        split,
-        rules=DATASETS[kind],
-        names=DATASETS,
-        cache=_cache,
-        default=lambda name: _default(DATASETS[name or kind]),
-        check=lambda records, source: _normalise(records, kind, source),
-    )
+    return load_split_tasks(kind, dataset, split, DATASETS, _default, partial(_normalise, kind))
 
 
 # ---------------------------------------------------------------------------------- internals
@@ -138,12 +120,12 @@ def load_writing_tasks(
 def _default(info: WritingData) -> tuple[list[dict[str, Any]], str, WritingData]:
     if info.bundled is not None:
         records = load_records(info.bundled)
-        return _normalise(records, info.kind, info.bundled.name), f"bundled {info.title}", info
+        return _normalise(info.kind, records, info.bundled.name), f"bundled {info.title}", info
     directory = data_dir()
     assert info.local_file is not None and info.sample is not None
     if directory is not None and (directory / info.local_file).is_file():
         path = directory / info.local_file
-        return _normalise(load_records(path), info.kind, str(path)), str(path), info
+        return _normalise(info.kind, load_records(path), str(path)), str(path), info
     sample = DATASETS[info.sample]
     warn_user(
         f"{info.title} not found at ${DATA_DIR_ENV}/{info.local_file}; using {sample.title} "
@@ -172,7 +154,7 @@ def tldr_prompt(subreddit: str | None, title: str | None, post: str) -> str:
     return f"{head}POST: {post}\n\nTL;DR:"
 
 
-def _normalise(records: list[dict[str, Any]], kind: str, source: str) -> list[dict[str, Any]]:
+def _normalise(kind: str, records: list[dict[str, Any]], source: str) -> list[dict[str, Any]]:
     if not records:
         raise DataError(f"{source}: no tasks")
     tasks: list[dict[str, Any]] = []
