@@ -106,6 +106,9 @@ class Algorithm(ABC):
     policies: dict[str, Policy]
     trainable: dict[str, Policy]
     sampling: dict[str, SamplingParams]
+    env_id: str = "env"
+    """The env the default :meth:`collect` last played: its id, or a factory's ``__name__``
+    (``"env"`` before the first call, or for a ``VectorEnv``). RAE keys its baseline by it."""
 
     def setup(self, policies: Mapping[str, Policy], sampling: Mapping[str, SamplingParams]) -> None:
         """Called once by the Trainer before training (and before a checkpoint is loaded).
@@ -136,8 +139,9 @@ class Algorithm(ABC):
         returned, less the failed ones (``.ok`` false). ``options`` are ``collect``'s keyword
         options (``env_kwargs``, ``progress``, ``max_workers``, and ``share_frozen`` when the
         run sets it). Evaluation never goes through
-        this: it always plays linear episodes.
+        this: it always plays linear episodes. It records :attr:`env_id`.
         """
+        self.env_id = env if isinstance(env, str) else getattr(env, "__name__", "env")
         return play(
             env,
             self.policies,

@@ -38,9 +38,6 @@ from llm_marl.algos.base import PolicyGradientAlgorithm
 from llm_marl.algos.losses import Aggregation
 from llm_marl.algos.samples import Sample, trajectory_samples
 from llm_marl.algos.update import PGConfig
-from llm_marl.policies.base import SamplingParams
-from llm_marl.rollout.collect import EnvSource
-from llm_marl.rollout.tree import RolloutTree
 from llm_marl.rollout.types import Episode, group_episodes
 
 __all__ = [
@@ -244,24 +241,6 @@ class RAE(PolicyGradientAlgorithm[RAEConfig]):
     def __init__(self, config: RAEConfig | None = None) -> None:
         super().__init__(config or RAEConfig())
         self.baseline = MovingBaseline(self.config.decay)
-        self.env_key = "env"
-        """The env part of the baseline's key: the env id the Trainer collects from."""
-
-    def collect(
-        self,
-        env: EnvSource,
-        tasks: Sequence[dict[str, Any]],
-        *,
-        group_size: int,
-        sampling: Mapping[str, SamplingParams],
-        seed: int | None,
-        **options: Any,
-    ) -> list[Episode] | list[RolloutTree]:
-        """Linear episodes; remembers the env id, the baseline's key."""
-        self.env_key = env if isinstance(env, str) else getattr(env, "__name__", "env")
-        return super().collect(
-            env, tasks, group_size=group_size, sampling=sampling, seed=seed, **options
-        )
 
     def build_samples(self, episodes: list[Episode]) -> dict[str, list[Sample]]:
         cfg, reward_fn = self.config, self.config.reward_fn()
@@ -271,7 +250,7 @@ class RAE(PolicyGradientAlgorithm[RAEConfig]):
                 # One baseline move per (env, agent) per batch, over all the agent's turns.
                 returns = [turn_returns(ep, agent, cfg.gamma, reward_fn) for ep in episodes]
                 flat = self.baseline.advantages(
-                    (self.env_key, agent), [r for rs in returns for r in rs]
+                    (self.env_id, agent), [r for rs in returns for r in rs]
                 )
                 start = 0
                 for episode, rs in zip(episodes, returns):

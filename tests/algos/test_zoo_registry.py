@@ -53,7 +53,7 @@ def test_a_zoo_algorithm_from_the_command_line_with_another_loss():
 def test_rae_keeps_one_baseline_per_env_and_agent_across_a_checkpoint(bigram):
     algo = RAE(RAEConfig(decay=0.5))
     algo.setup({"a": bigram, "b": bigram}, {})
-    algo.env_key = "coordination-v0"
+    algo.env_id = "coordination-v0"
     batch = [single_turn_episode(0, g, r) for g, r in enumerate([1.0, 0.0])]
     samples = algo.build_samples(batch)
     # b = 0.5 * 0 + 0.5 * mean(1, 0) = 0.25, for each agent: advantages 0.75 and -0.25.
@@ -65,3 +65,25 @@ def test_rae_keeps_one_baseline_per_env_and_agent_across_a_checkpoint(bigram):
         ("coordination-v0", "a"): 0.25,
         ("coordination-v0", "b"): 0.25,
     }
+
+
+def test_rae_keys_its_baseline_by_the_env_the_trainer_collects_from(tmp_path):
+    from llm_marl.policies.base import SamplingParams
+    from llm_marl.train import Trainer, TrainerConfig
+
+    from .table_policy import TablePolicy
+
+    algo = RAE(RAEConfig(lr=0.5, kl_coef=0.0, epochs=1))
+    config = TrainerConfig(
+        env="coordination-v0",
+        steps=1,
+        tasks_per_step=2,
+        group_size=2,
+        sampling=SamplingParams(max_new_tokens=1, temperature=1.0),
+        output_dir=str(tmp_path),
+        progress=False,
+        console=False,
+    )
+    policies = {"left": TablePolicy("left"), "right": TablePolicy("right")}
+    Trainer(algo, policies, config).train_step(0)
+    assert set(algo.baseline.values) == {("coordination-v0", "left"), ("coordination-v0", "right")}
