@@ -25,6 +25,12 @@ from llm_marl.envs.registration import _load_entry_point
 
 OUT = Path(__file__).parent / "envs"
 API_PAGE = "api.md"
+REASONING = (
+    "`<think>...</think>` text is cut from each completion in `step`, before any reward, "
+    f"grader, judge or other agent reads it ([api.md]({API_PAGE}))"
+)
+"""The summary row every env page shares: the contract of :mod:`llm_marl.envs.base`, which
+every env inherits with ``LLMParallelEnv.step``."""
 API_MEMBERS = ("setup_episode", "transition", "reset", "step", "end_episode", "say", "set_active")
 """The members of LLMParallelEnv an env author or user reads first, in this order."""
 
@@ -110,6 +116,7 @@ def summary(env_id: str) -> dict[str, str]:
             "Who acts when": base.turn_order or "(not stated)",
             "Action": f"the completion, any text: `{_same(env.action_space, agents)}`",
             "Observation": f"the agent's own chat: `{_same(env.observation_space, agents)}`",
+            "Reasoning": REASONING,
             "Reward": f"joint (every agent gets it), per step in [{low:g}, {high:g}]",
             "Chance level": _chance(base),
             "Max steps": str(base.max_steps),

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import llm_marl
+from llm_marl.envs.base import LLMParallelEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,6 +112,8 @@ def test_every_env_page_opens_with_a_summary_table_read_from_the_code(env_id):
         assert base.turn_order and rows["Who acts when"] == base.turn_order
         assert repr(env.action_space(env.possible_agents[0])) in rows["Action"]
         assert repr(env.observation_space(env.possible_agents[0])) in rows["Observation"]
+        # <think> text is stripped in LLMParallelEnv.step: the env must not bring its own step.
+        assert type(base).step is LLMParallelEnv.step and "<think>" in rows["Reasoning"]
         low, high = base.reward_range
         assert f"[{low:g}, {high:g}]" in rows["Reward"]
         assert base.chance_note and base.chance_note in rows["Chance level"]

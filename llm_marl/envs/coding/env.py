@@ -127,10 +127,6 @@ Recommended generation settings
 >>> _, rewards, terminations, _, infos = env.step({"helper": helper, "main": main})
 >>> rewards["main"], infos["main"]["pass_rate"]
 (4.0, 1.0)
-
-Reasoning: a completion's ``<think>...</think>`` text is removed before this env reads it
-(``LLMParallelEnv.step``, ``llm_marl.tools.text.strip_thinking``, the one place), so the code
-extraction, the tests and the feedback of the next round see only the answer.
 """
 
 from __future__ import annotations

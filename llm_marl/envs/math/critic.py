@@ -69,10 +69,6 @@ Evaluation: :func:`llm_marl.eval.math.math_eval` with ``critic_policy=``.
 >>> _, rewards, _, _, infos = env.step({"actor": "3x = 18, so $x = \\\\boxed{6}$."})
 >>> rewards["critic"], infos["critic"]["reward_components"]["draft_correct"]
 (1.0, 0.0)
-
-Reasoning: a completion's ``<think>...</think>`` text is removed before this env reads it
-(``LLMParallelEnv.step``, ``llm_marl.tools.text.strip_thinking``, the one place), so the answer
-grader and the other agents see only the answer.
 """
 
 from __future__ import annotations

@@ -100,10 +100,6 @@ True
 >>> _, rewards, *_ = env.step({"debater_1": "$\\\\boxed{6}$", "debater_2": "So $x=\\\\boxed{6}$."})
 >>> rewards["coordinator"]
 1.0
-
-Reasoning: a completion's ``<think>...</think>`` text is removed before this env reads it
-(``LLMParallelEnv.step``, ``llm_marl.tools.text.strip_thinking``, the one place), so the answer
-grader, the vote and the other debaters see only the answer.
 """
 
 from __future__ import annotations

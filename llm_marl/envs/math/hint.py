@@ -53,10 +53,6 @@ model, ``OpenAIPolicy`` or vLLM). Evaluation: :func:`llm_marl.eval.math.math_eva
 >>> _, rewards, *_ = env.step({"actor": "3x = 18, so $x = \\\\boxed{6}$."})
 >>> rewards["hint"], rewards["actor"]
 (1.0, 1.0)
-
-Reasoning: a completion's ``<think>...</think>`` text is removed before this env reads it
-(``LLMParallelEnv.step``, ``llm_marl.tools.text.strip_thinking``, the one place), so the answer
-grader and the actor see only the answer.
 """
 
 from __future__ import annotations

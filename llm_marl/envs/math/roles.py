@@ -79,10 +79,6 @@ solvers into the env with :class:`~llm_marl.rollout.FrozenAgents`.
 >>> _, rewards, *_ = env.step({"solver_1": "$x = \\\\boxed{6}$", "solver_2": "$\\\\boxed{6}$"})
 >>> rewards["assigner"]
 1.0
-
-Reasoning: a completion's ``<think>...</think>`` text is removed before this env reads it
-(``LLMParallelEnv.step``, ``llm_marl.tools.text.strip_thinking``, the one place), so the answer
-grader, the vote and the solvers see only the answer.
 """
 
 from __future__ import annotations

@@ -38,10 +38,6 @@ Prompts
 >>> _, rewards, *_ = env.step({"actor": "3x = 18, so $x = \\\\boxed{6}$."})
 >>> rewards["actor"]
 1.0
-
-Reasoning: a completion's ``<think>...</think>`` text is removed before this env reads it
-(``LLMParallelEnv.step``, ``llm_marl.tools.text.strip_thinking``, the one place), so the answer
-grader see only the answer.
 """
 
 from __future__ import annotations

@@ -36,10 +36,6 @@ Tasks
 >>> _, rewards, *_ = env.step({"planner": "3"})
 >>> rewards["planner"]
 1.0
-
-Reasoning: a completion's ``<think>...</think>`` text is removed before this env reads it
-(``LLMParallelEnv.step``, ``llm_marl.tools.text.strip_thinking``, the one place), so the answer
-check and the planner (a worker's report carries no reasoning) see only the answer.
 """
 
 from __future__ import annotations

@@ -74,11 +74,6 @@ Data
 >>> env.close()
 
 Version history: v0 (this release).
-
-Reasoning: a completion's ``<think>...</think>`` text is removed before this env reads it
-(``LLMParallelEnv.step``, ``llm_marl.tools.text.strip_thinking``, the one place), so tool-call
-parsing, the answer and format scores, the judge and the planner (a worker's report carries no
-reasoning) see only the answer.
 """
 
 from __future__ import annotations

@@ -49,10 +49,6 @@ Tasks
 (1.0, True)
 
 Version history: v0 (this release); ``num_rounds`` added (default 1: the original game).
-
-Reasoning: a completion's ``<think>...</think>`` text is removed before this env reads it
-(``LLMParallelEnv.step``, ``llm_marl.tools.text.strip_thinking``, the one place), so the answer
-check see only the answer.
 """
 
 from __future__ import annotations

@@ -31,10 +31,6 @@ Tasks
 >>> _, rewards, *_ = env.step({"listener": "3"})
 >>> rewards["listener"]
 1.0
-
-Reasoning: a completion's ``<think>...</think>`` text is removed before this env reads it
-(``LLMParallelEnv.step``, ``llm_marl.tools.text.strip_thinking``, the one place), so the answer
-check and the listener see only the answer.
 """
 
 from __future__ import annotations

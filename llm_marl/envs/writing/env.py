@@ -93,10 +93,6 @@ Recommended generation settings
 (4.283, [])
 >>> round(infos["concise"]["lexical_reward"], 3), round(infos["concise"]["meaning"]["quality"], 3)
 (2.84, 0.733)
-
-Reasoning: a completion's ``<think>...</think>`` text is removed before this env reads it
-(``LLMParallelEnv.step``, ``llm_marl.tools.text.strip_thinking``, the one place), so the lexical
-reward, the guards and the judge see only the answer.
 """
 
 from __future__ import annotations
