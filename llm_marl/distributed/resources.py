@@ -86,25 +86,34 @@ def check_cluster(
     learner actors."""
     r = resources
     engines = r.engines * models
-    gpus = engines * r.gpus_per_engine + learners * r.learner_gpus
-    have_gpus = float(cluster.get("GPU", 0.0))
-    if gpus > have_gpus:
-        raise ConfigError(
-            f"the run asks for {gpus:g} GPU(s) ({engines} engine(s) x gpus_per_engine "
-            f"{r.gpus_per_engine:g} + {learners} learner(s) x learner_gpus {r.learner_gpus:g}) "
-            f"but the Ray cluster has {have_gpus:g}: lower engines, gpus_per_engine or "
-            "learner_gpus, or add GPU nodes"
-        )
-    cpus = (
+    _check_fits(
+        cluster,
+        "GPU",
+        engines * r.gpus_per_engine + learners * r.learner_gpus,
+        f"{engines} engine(s) x gpus_per_engine {r.gpus_per_engine:g} + {learners} learner(s) "
+        f"x learner_gpus {r.learner_gpus:g}",
+        "lower engines, gpus_per_engine or learner_gpus, or add GPU nodes",
+    )
+    _check_fits(
+        cluster,
+        "CPU",
         engines * r.cpus_per_engine
         + r.env_workers * r.cpus_per_env_worker
-        + learners * r.learner_cpus
+        + learners * r.learner_cpus,
+        f"{engines} engine(s) x {r.cpus_per_engine:g} + {r.env_workers} env worker(s) x "
+        f"{r.cpus_per_env_worker:g} + {learners} learner(s) x {r.learner_cpus:g}",
+        "lower env_workers or the cpus_per_* / learner_cpus fields",
     )
-    have_cpus = float(cluster.get("CPU", 0.0))
-    if cpus > have_cpus:
+
+
+def _check_fits(
+    cluster: Mapping[str, float], resource: str, asked: float, terms: str, change: str
+) -> None:
+    """Raise check_cluster's one-line error when the run's ``asked`` units of ``resource`` (the
+    sum of ``terms``) exceed the cluster's."""
+    have = float(cluster.get(resource, 0.0))
+    if asked > have:
         raise ConfigError(
-            f"the run asks for {cpus:g} CPU(s) ({engines} engine(s) x {r.cpus_per_engine:g}"
-            f" + {r.env_workers} env worker(s) x {r.cpus_per_env_worker:g} + {learners} "
-            f"learner(s) x {r.learner_cpus:g}) but the Ray cluster has {have_cpus:g}: lower "
-            "env_workers or the cpus_per_* / learner_cpus fields"
+            f"the run asks for {asked:g} {resource}(s) ({terms}) but the Ray cluster has "
+            f"{have:g}: {change}"
         )

@@ -26,16 +26,26 @@ at once:
   state (the torchrun path's ``save_sharded``) into the checkpoint being written;
 * :meth:`ShardedLearner.save`: a consolidated Hugging Face directory (the files fallback of the
   engine sync).
+
+:func:`load_full`, the loader of a plain optimizer state into a sharded policy, serves the
+torchrun path too: it resumes a single-process run's checkpoint on several ranks.
 """
 
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from llm_marl.distributed.learner import Learner, LearnerInit
 from llm_marl.distributed.weights import send_stream, sync_device, sync_group
+from llm_marl.errors import CheckpointError
+from llm_marl.policies.hf import HFPolicy
 from llm_marl.policies.sharded import full_weights, push_weights, save_hf, shard_policy
+
+if TYPE_CHECKING:
+    import torch
+    from torch.optim import Optimizer
 
 GROUP_TIMEOUT_S = 1800.0
 """How long a collective of the learner group may wait for a slow rank."""
@@ -101,7 +111,7 @@ class ShardedLearner(Learner):
         shard_policy(self.policy, self.sharding.config)
         init = self._init
         self.optimizer, self.scheduler = init.make_optimizer(self.policy.parameters(), self.config)
-        load_full_optimizer_state(self.optimizer, init.optimizer_state)
+        load_full(self.policy, self.optimizer, init.optimizer_state)
         self.scheduler.load_state_dict(init.scheduler_state)
         self._init = None
 
@@ -144,27 +154,76 @@ class ShardedLearner(Learner):
         self.sharding.save(path, self.policy, self.optimizer)
 
 
-def load_full_optimizer_state(optimizer: Any, state: dict[str, Any]) -> None:
-    """Load an unsharded optimizer's ``state_dict`` (the driver's) into ``optimizer`` built
-    over FSDP2-sharded parameters: each moment is cut into this rank's shard of its parameter
-    (every rank holds the same full state, so no rank sends anything)."""
-    import torch
-    from torch.distributed.tensor import DTensor, distribute_tensor
+def load_full(
+    policy: HFPolicy,
+    optimizer: Optimizer,
+    optimizer_state: Mapping[str, Any] | None,
+    weights: Mapping[str, torch.Tensor] | None = None,
+    *,
+    from_rank0: bool = False,
+) -> None:
+    """Load a plain (unsharded) optimizer state, and whole trainable weights if given, into
+    ``policy`` sharded with FSDP2 and ``optimizer`` built over its sharded parameters.
 
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    sharded: dict[Any, Any] = {}
-    for index, entry in state.get("state", {}).items():
-        param = params[int(index)]
-        values = {}
-        for name, value in entry.items():
-            if (
-                isinstance(param, DTensor)
-                and isinstance(value, torch.Tensor)
-                and value.shape == param.shape
-            ):
-                value = distribute_tensor(
-                    value.to(param.device), param.device_mesh, param.placements, src_data_rank=None
-                )
-            values[name] = value
-        sharded[index] = values
-    optimizer.load_state_dict({"state": sharded, "param_groups": state["param_groups"]})
+    Collective. ``optimizer_state`` is the ``Optimizer.state_dict()`` of an optimizer built over
+    :meth:`HFPolicy.parameters` in the same order (a single-process run's, or the driver's);
+    ``weights`` maps the model's parameter names to full tensors (a LoRA policy: its
+    adapter's). torch's ``set_model_state_dict`` / ``set_optimizer_state_dict``
+    (``full_state_dict``) load them and every rank keeps its shard of each tensor:
+
+    * ``from_rank0=False`` (the Ray learner's ranks, each given the driver's state): every rank
+      passes the same full state; ``weights=None`` keeps the policy's weights.
+    * ``from_rank0=True`` (a torchrun resume of a single-process checkpoint): rank 0 passes the
+      state and the weights, the other ranks ``None`` for both, and rank 0 broadcasts each tensor.
+
+    An optimizer over other parameters than the saved one is a
+    :class:`~llm_marl.errors.CheckpointError`.
+    """
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    if not from_rank0 and optimizer_state is not None and not optimizer_state["state"]:
+        # Nothing stepped yet: torch's loader would build the moments with a zero-lr step
+        # (a step count of 1); a plain load keeps the fresh optimizer's.
+        optimizer.load_state_dict(dict(optimizer_state))
+        return
+    # Not strict: only the trainable weights come; the frozen ones are already every rank's.
+    options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=from_rank0, strict=False)
+    if from_rank0 or weights is not None:
+        set_model_state_dict(policy.model, dict(weights or {}), options=options)
+    named: dict[str, Any] = {}
+    if optimizer_state is not None:
+        named = _named_optimizer_state(policy, optimizer, optimizer_state)
+    # A leftover gradient (e.g. from a format warm-up) would keep torch from building the
+    # state that the loaded one replaces.
+    optimizer.zero_grad(set_to_none=True)
+    set_optimizer_state_dict(policy.model, optimizer, named, options=options)
+
+
+def _named_optimizer_state(
+    policy: HFPolicy, optimizer: Optimizer, state: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``state`` (keyed by parameter index, torch's format) keyed by parameter name instead,
+    as ``set_optimizer_state_dict`` reads a full state: index ``i`` of the saved groups is
+    the ``i``-th parameter of ``optimizer``'s groups."""
+    names = {id(param): name for name, param in policy.model.named_parameters()}
+    saved, current = state["param_groups"], optimizer.param_groups
+    sizes = ([len(g["params"]) for g in saved], [len(g["params"]) for g in current])
+    if sizes[0] != sizes[1]:
+        raise CheckpointError(
+            f"the checkpoint's optimizer of {policy.name!r} holds parameter groups of sizes "
+            f"{sizes[0]}, this policy's optimizer {sizes[1]}: it was not saved by this policy"
+        )
+    name_of: dict[int, str] = {}
+    groups = []
+    for old, new in zip(saved, current):
+        for index, param in zip(old["params"], new["params"]):
+            name_of[index] = names[id(param)]
+        groups.append({**old, "params": [name_of[i] for i in old["params"]]})
+    return {
+        "state": {name_of[index]: value for index, value in state["state"].items()},
+        "param_groups": groups,
+    }

@@ -13,10 +13,10 @@ from its source. The consolidated Hugging Face directory of a policy is
 :func:`llm_marl.policies.sharded.save_hf`.
 
 A single-process run's checkpoint has no DCP folder: its weights are the consolidated ones and
-its optimizer state is torch's plain ``Optimizer.state_dict()``. :func:`load_full` loads those
-into a sharded policy: rank 0 holds them whole and torch's
-``set_model_state_dict`` / ``set_optimizer_state_dict`` (``full_state_dict`` and
-``broadcast_from_rank0``) send each tensor to the ranks, which keep their shards.
+its optimizer state is torch's plain ``Optimizer.state_dict()``. :func:`restore_optimizers` loads
+those into a sharded policy with the Ray learner's
+:func:`~llm_marl.distributed.sharded_learner.load_full` (``from_rank0``): rank 0 holds them
+whole and broadcasts each tensor to the ranks, which keep their shards.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llm_marl.distributed.sharded_learner import load_full
 from llm_marl.errors import CheckpointError, ConfigError
 from llm_marl.policies.sharded import data_parallel
 from llm_marl.tools.files import replace_dir
@@ -53,6 +54,18 @@ def _options() -> Any:
     return StateDictOptions(ignore_frozen_params=True, strict=False)
 
 
+def _state(policy: HFPolicy, optimizer: Optimizer, scheduler: LRScheduler | None) -> dict[str, Any]:
+    """What a sharded checkpoint holds, as DCP saves and loads it: this rank's shards of the
+    trainable weights and of the optimizer state (by parameter name), and the scheduler state."""
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    model_state, optim_state = get_state_dict(policy.model, optimizer, options=_options())
+    state: dict[str, Any] = {"model": model_state, "optimizer": optim_state}
+    if scheduler is not None:
+        state["scheduler"] = scheduler.state_dict()
+    return state
+
+
 def _barrier(policy: HFPolicy) -> None:
     import torch.distributed as dist
 
@@ -73,7 +86,6 @@ def save_sharded(
     ranks write into ``PATH.tmp`` and the first rank moves it into place after all are done.
     """
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
 
     out = Path(path)
     tmp = out.with_name(out.name + ".tmp")
@@ -83,10 +95,7 @@ def save_sharded(
         shutil.rmtree(tmp, ignore_errors=True)
         out.parent.mkdir(parents=True, exist_ok=True)
     _barrier(policy)
-    model_state, optim_state = get_state_dict(policy.model, optimizer, options=_options())
-    state: dict[str, Any] = {"model": model_state, "optimizer": optim_state}
-    if scheduler is not None:
-        state["scheduler"] = scheduler.state_dict()
+    state = _state(policy, optimizer, scheduler)
     dcp.save(state, checkpoint_id=str(tmp), process_group=dp.group if dp else None)
     _barrier(policy)
     if first:
@@ -107,7 +116,7 @@ def load_sharded(
     single-process policy.
     """
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    from torch.distributed.checkpoint.state_dict import set_state_dict
 
     src = Path(path)
     if not (src / ".metadata").is_file():
@@ -117,10 +126,7 @@ def load_sharded(
     # tensors to load into -- but not when a gradient is left over (e.g. from a format
     # warm-up): it would then load no moments at all. The checkpoint replaces them anyway.
     optimizer.zero_grad(set_to_none=True)
-    model_state, optim_state = get_state_dict(policy.model, optimizer, options=_options())
-    state: dict[str, Any] = {"model": model_state, "optimizer": optim_state}
-    if scheduler is not None:
-        state["scheduler"] = scheduler.state_dict()
+    state = _state(policy, optimizer, scheduler)
     dcp.load(state, checkpoint_id=str(src), process_group=dp.group if dp else None)
     set_state_dict(
         policy.model,
@@ -145,65 +151,6 @@ def sharded_learners(algorithm: Any) -> dict[str, tuple[HFPolicy, Optimizer]]:
     }
 
 
-def load_full(
-    policy: HFPolicy,
-    optimizer: Optimizer,
-    weights: Mapping[str, torch.Tensor] | None,
-    optimizer_state: Mapping[str, Any] | None,
-) -> None:
-    """Load whole trainable weights and a plain optimizer state into a sharded ``policy``.
-
-    Collective: rank 0 passes ``weights`` (the model's parameter names -> full tensors; a LoRA
-    policy: its adapter's) and ``optimizer_state`` (``Optimizer.state_dict()`` of an optimizer
-    built over :meth:`HFPolicy.parameters` in the same order, as a single-process run's is);
-    the other ranks pass ``None``. Rank 0 broadcasts each tensor and every rank keeps its
-    shard. An optimizer over other parameters than the saved one is a
-    :class:`~llm_marl.errors.CheckpointError`.
-    """
-    from torch.distributed.checkpoint.state_dict import (
-        StateDictOptions,
-        set_model_state_dict,
-        set_optimizer_state_dict,
-    )
-
-    # Not strict: only the trainable weights come; the frozen ones are already every rank's.
-    options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True, strict=False)
-    set_model_state_dict(policy.model, dict(weights or {}), options=options)
-    named: dict[str, Any] = {}
-    if optimizer_state is not None:
-        named = _named_optimizer_state(policy, optimizer, optimizer_state)
-    # As in load_sharded: a leftover gradient would keep torch from building the state that
-    # the loaded one replaces.
-    optimizer.zero_grad(set_to_none=True)
-    set_optimizer_state_dict(policy.model, optimizer, named, options=options)
-
-
-def _named_optimizer_state(
-    policy: HFPolicy, optimizer: Optimizer, state: Mapping[str, Any]
-) -> dict[str, Any]:
-    """``state`` (keyed by parameter index, torch's format) keyed by parameter name instead,
-    as ``set_optimizer_state_dict`` reads a full state: index ``i`` of the saved groups is
-    the ``i``-th parameter of ``optimizer``'s groups."""
-    names = {id(param): name for name, param in policy.model.named_parameters()}
-    saved, current = state["param_groups"], optimizer.param_groups
-    sizes = ([len(g["params"]) for g in saved], [len(g["params"]) for g in current])
-    if sizes[0] != sizes[1]:
-        raise CheckpointError(
-            f"the checkpoint's optimizer of {policy.name!r} holds parameter groups of sizes "
-            f"{sizes[0]}, this policy's optimizer {sizes[1]}: it was not saved by this policy"
-        )
-    name_of: dict[int, str] = {}
-    groups = []
-    for old, new in zip(saved, current):
-        for index, param in zip(old["params"], new["params"]):
-            name_of[index] = names[id(param)]
-        groups.append({**old, "params": [name_of[i] for i in old["params"]]})
-    return {
-        "state": {name_of[index]: value for index, value in state["state"].items()},
-        "param_groups": groups,
-    }
-
-
 def restore_optimizers(
     algorithm: Any, state: dict[str, Any], full_weights: FullWeights | None = None
 ) -> None:
@@ -216,7 +163,8 @@ def restore_optimizers(
     the rest as for any checkpoint. An entry naming a DCP folder is loaded with its weights by
     :func:`load_sharded`, into policies sharded over any number of ranks (every rank calls it)
     or plain single-process ones. A plain entry (a single-process run's checkpoint) of a
-    sharded policy is loaded with :func:`load_full` from rank 0, with the policy's weights from
+    sharded policy is loaded with
+    :func:`~llm_marl.distributed.sharded_learner.load_full` from rank 0, with the policy's weights from
     ``full_weights``; without ``full_weights`` it is refused.
     """
     from llm_marl.train.checkpoint import dcp_path
@@ -245,5 +193,6 @@ def restore_optimizers(
         else:
             # Rank 0's entry is the saved state; the others' is not read (rank 0 sends it).
             weights = full_weights(policy)
-            load_full(policy, optimizers[key], weights, entry if dp.rank == 0 else None)
+            saved = entry if dp.rank == 0 else None
+            load_full(policy, optimizers[key], saved, weights, from_rank0=True)
         entries[key] = optimizers[key].state_dict()

@@ -12,10 +12,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from llm_marl.distributed.sharded_learner import _named_optimizer_state
 from llm_marl.errors import CheckpointError, ConfigError
 from llm_marl.policies.sharded import DataParallel
 from llm_marl.train.checkpoint import DCP_MARKER, _resolve_dcp, dcp_path
-from llm_marl.train.sharded_checkpoint import _named_optimizer_state, restore_optimizers
+from llm_marl.train.sharded_checkpoint import restore_optimizers
 
 
 def test_marker_is_resolved_inside_the_checkpoint(tmp_path: Path) -> None:

@@ -232,19 +232,13 @@ _EXPR_TAGS = {
 }
 
 
-def _combine_any(verdicts: list[bool | None]) -> bool | None:
-    if any(v is True for v in verdicts):
-        return True
-    if all(v is False for v in verdicts):
-        return False
-    return None
-
-
-def _combine_all(verdicts: list[bool | None]) -> bool | None:
-    if any(v is False for v in verdicts):
-        return False
-    if all(v is True for v in verdicts):
-        return True
+def _combine(verdicts: list[bool | None], decides: bool) -> bool | None:
+    """Three-valued ``any`` (``decides=True``: one True decides) or ``all`` (``decides=False``):
+    ``decides`` if a verdict is, the other value if every verdict is, else None (undecided)."""
+    if any(v is decides for v in verdicts):
+        return decides
+    if all(v is (not decides) for v in verdicts):
+        return not decides
     return None
 
 
@@ -289,7 +283,7 @@ def _ordered(ps: Sequence[tuple], rs: Sequence[tuple], be: Backend, depth: int) 
         if v is False:
             return False
         verdicts.append(v)
-    return _combine_all(verdicts)
+    return _combine(verdicts, decides=False)
 
 
 def _flip(op: str) -> str:
@@ -312,7 +306,7 @@ def _compare_relations(p: tuple, r: tuple, be: Backend) -> bool | None:
         else:
             return False
         for lhs_p, rhs_p in candidates:
-            if _combine_all([be.equal(lhs_p, r_sides[0]), be.equal(rhs_p, r_sides[1])]) is True:
+            if _combine([be.equal(lhs_p, r_sides[0]), be.equal(rhs_p, r_sides[1])], False) is True:
                 return True
         lhs_p, rhs_p = candidates[0]
         dp = ("add", (lhs_p, ("neg", rhs_p)))
@@ -485,10 +479,10 @@ def compare_answers(p: tuple, r: tuple, be: Backend, depth: int = 0) -> bool | N
         if p_set is not None and r_set is not None:
             return compare_answers(p_set, r_set, be, depth + 1)
     if tp in _EXPR_TAGS and tr in _EXPR_TAGS:
-        return _combine_any([be.equal(a, b) for a in _readings(p) for b in _readings(r)])
+        return _combine([be.equal(a, b) for a in _readings(p) for b in _readings(r)], decides=True)
     return False  # different kinds of answer: a tuple is not a number, a set is not an equation
 
 
 def compare_readings(ps: Sequence[tuple], rs: Sequence[tuple], be: Backend) -> bool | None:
     """Compare every reading of the prediction with every reading of the reference."""
-    return _combine_any([compare_answers(p, r, be) for p in ps for r in rs])
+    return _combine([compare_answers(p, r, be) for p in ps for r in rs], decides=True)
