@@ -164,6 +164,12 @@ stub ``aux`` (default), or by the paper's static checks of main's source."""
 ENV_NAMES = {"coophumaneval": "coop_humaneval", "humaneval": "humaneval", "mbpp": "mbpp"}
 
 
+def env_name(benchmark: str, single_agent: bool) -> str:
+    """The registered id of the coding env of ``benchmark`` for a team or a lone coder
+    (``("humaneval", True)`` -> ``"humaneval_single-v0"``)."""
+    return f"{ENV_NAMES[benchmark]}{'_single' if single_agent else ''}-v0"
+
+
 @functools.lru_cache(maxsize=4096)
 def _task_context(prompt: str, entry_point: str) -> tuple[str, str | None]:
     return cu.task_preamble(prompt, entry_point), cu.signature(prompt, entry_point)
@@ -255,6 +261,11 @@ class CodeCollabEnv(LLMParallelEnv):
     chance_note = "0: text that defines no function earns nothing"
     single_agent = False
     default_benchmark = "coophumaneval"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A subclass is a registered id: its name follows from its benchmark and team.
+        cls.metadata = {**cls.metadata, "name": env_name(cls.default_benchmark, cls.single_agent)}
 
     def __init__(
         self,
@@ -348,8 +359,7 @@ class CodeCollabEnv(LLMParallelEnv):
         self._sandbox_spec = sandbox
         self._sandbox: Sandbox | None = None if isinstance(sandbox, str) else sandbox
         self._sandbox_lock = threading.Lock()
-        suffix = "_single" if self.single_agent else ""
-        self.metadata = {**type(self).metadata, "name": f"{ENV_NAMES[benchmark]}{suffix}-v0"}
+        self.metadata = {**type(self).metadata, "name": env_name(benchmark, self.single_agent)}
         if tasks is not None and dataset is not None:
             raise ValueError("pass either tasks=[...] or dataset=..., not both")
         loaded, self.dataset_source = load_tasks(
@@ -780,38 +790,34 @@ class CodeCollabEnv(LLMParallelEnv):
 class CodeSingleEnv(CodeCollabEnv):
     """One ``coder`` writes the whole program: the paper's single-agent baseline."""
 
-    metadata = {"name": "coop_humaneval_single-v0"}
     possible_agents = ["coder"]
     turn_order = "`coder` alone, once per round (`num_rounds`, default 1)"
     single_agent = True
 
 
-# One class per registered id, so that the class's metadata["name"] is that id.
+# One class per registered id, so that the class's metadata["name"] (set from its benchmark by
+# CodeCollabEnv.__init_subclass__) is that id.
 class HumanEvalEnv(CodeCollabEnv):
     """``humaneval-v0``: helper + main on the 164 HumanEval problems."""
 
-    metadata = {"name": "humaneval-v0"}
     default_benchmark = "humaneval"
 
 
 class MBPPEnv(CodeCollabEnv):
     """``mbpp-v0``: helper + main on MBPP."""
 
-    metadata = {"name": "mbpp-v0"}
     default_benchmark = "mbpp"
 
 
 class HumanEvalSingleEnv(CodeSingleEnv):
     """``humaneval_single-v0``: one coder on HumanEval."""
 
-    metadata = {"name": "humaneval_single-v0"}
     default_benchmark = "humaneval"
 
 
 class MBPPSingleEnv(CodeSingleEnv):
     """``mbpp_single-v0``: one coder on MBPP."""
 
-    metadata = {"name": "mbpp_single-v0"}
     default_benchmark = "mbpp"
 
 
