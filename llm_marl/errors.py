@@ -73,6 +73,12 @@ class ConfigError(LLMMarlError, ValueError):
     """A configuration value (command line, YAML/JSON file, dataclass field) is invalid."""
 
 
+class EnvArgumentError(ConfigError, TypeError):
+    """An argument of ``make`` that the env's constructor should not take: a value of another
+    type than its annotation, a bool for a number, a non-finite float. A ``ValueError`` and a
+    ``TypeError`` both, as Python raises either for a bad argument."""
+
+
 class OneLineArgumentParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose usage errors are :class:`ConfigError` s.
 

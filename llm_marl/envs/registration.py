@@ -15,7 +15,6 @@ from __future__ import annotations
 import ast
 import difflib
 import importlib
-import inspect
 import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, overload
 
+from llm_marl.envs.arguments import accepted_arguments, construct
 from llm_marl.envs.base import LLMParallelEnv, check_step_cap
 from llm_marl.envs.vector import VectorEnv
 from llm_marl.envs.wrappers import AnyEnv, ParallelEnvWrapper, StepLimit
@@ -168,8 +168,11 @@ def make(env_id: str | EnvSpec, *, max_steps: int | None = None, **kwargs: Any) 
         max_steps: a cap on steps per episode: the env comes wrapped in
             :class:`~llm_marl.envs.wrappers.StepLimit`. Default: the spec's ``max_steps`` (none
             for the built-in ids, whose envs end their episodes themselves).
-        **kwargs: constructor arguments, overriding the spec's ``kwargs``. Unknown names raise
-            with the list of accepted ones.
+        **kwargs: constructor arguments, overriding the spec's ``kwargs``. Checked
+            (:func:`~llm_marl.envs.arguments.construct`): unknown names raise with the list of
+            accepted ones before the env is built; a value that does not match a plainly typed
+            parameter (a bool for a number, a non-finite float, ...) raises
+            :class:`~llm_marl.errors.EnvArgumentError` naming it.
 
     Returns:
         An :class:`~llm_marl.envs.base.LLMParallelEnv`, or a wrapper of one (always a
@@ -180,8 +183,7 @@ def make(env_id: str | EnvSpec, *, max_steps: int | None = None, **kwargs: Any) 
     factory = _load_entry_point(spec_.entry_point, spec_.id)
     merged = {**spec_.kwargs, **kwargs}
     cap = check_step_cap(max_steps, "max_steps") if max_steps is not None else spec_.max_steps
-    _check_kwargs(factory, merged, spec_.id)
-    env = factory(**merged)
+    env = construct(factory, merged, spec_.id)
     if not isinstance(env, LLMParallelEnv | ParallelEnvWrapper):
         raise TypeError(
             f"{spec_.id}: the entry point returned a {type(env).__name__}; an llm_marl env is an "
@@ -233,14 +235,15 @@ def accepted_kwargs(env: str | EnvSpec | Callable[..., Any]) -> list[str] | None
     if isinstance(env, (str, EnvSpec)):
         found = env if isinstance(env, EnvSpec) else spec(env)
         env = _load_entry_point(found.entry_point, found.id)
-    return _accepted_kwargs(env)
+    return accepted_arguments(env)
 
 
 def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
     """``--env-arg`` values as keyword arguments of :func:`make`:
     ``["num_rounds=1", "sandbox=process"]`` -> ``{"num_rounds": 1, "sandbox": "process"}``.
 
-    Values are Python literals where they parse as one (numbers, booleans, lists), else strings.
+    Values are Python literals where they parse as one (numbers, booleans, lists), else floats
+    (``nan``, ``inf``), else strings.
     The one parser of ``llm-marl play``, ``eval`` and ``bench``.
     """
     out: dict[str, Any] = {}
@@ -252,7 +255,10 @@ def parse_env_args(pairs: Sequence[str]) -> dict[str, Any]:
         try:
             out[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):
-            out[key] = value  # a plain string
+            try:
+                out[key] = float(value)  # nan, inf: a number, so that make() can say what is wrong
+            except ValueError:
+                out[key] = value  # a plain string
     return out
 
 
@@ -270,46 +276,6 @@ def _load_entry_point(entry_point: EntryPoint, env_id: str) -> Callable[..., Any
         return getattr(module, attr)
     except AttributeError as err:
         raise ImportError(f"{env_id}: module {module_name!r} has no {attr!r}") from err
-
-
-def _check_kwargs(factory: Callable[..., Any], kwargs: Mapping[str, Any], env_id: str) -> None:
-    """Reject unknown keyword overrides with the list of accepted ones (a typo is not ignored)."""
-    accepted = _accepted_kwargs(factory)
-    if accepted is None:
-        return
-    unknown = [k for k in kwargs if k not in accepted]
-    if unknown:
-        raise TypeError(
-            f"make({env_id!r}) got unknown arguments {unknown}; accepted: {accepted} "
-            "(and max_steps, which make applies itself)"
-        )
-
-
-def _accepted_kwargs(factory: Callable[..., Any]) -> list[str] | None:
-    """The keyword names ``factory`` accepts, or None where that cannot be told.
-
-    An env class whose ``__init__`` takes ``**kwargs`` forwards them to its base class (the
-    convention of :class:`~llm_marl.envs.base.LLMParallelEnv` subclasses), so its names are its
-    own followed by those of its bases, up to the first ``__init__`` without ``**kwargs``. Any
-    other callable with ``**kwargs`` accepts anything as far as this check knows.
-    """
-    if isinstance(factory, type) and issubclass(factory, LLMParallelEnv):
-        inits = [c.__dict__["__init__"] for c in factory.__mro__ if "__init__" in c.__dict__]
-    else:
-        inits = [factory]
-    accepted: list[str] = []
-    for init in inits:
-        try:
-            params = inspect.signature(init).parameters
-        except (TypeError, ValueError):  # builtins without a signature: let the call decide
-            return None
-        for name, p in params.items():
-            named = p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-            if named and name != "self" and name not in accepted:
-                accepted.append(name)
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            return accepted
-    return None
 
 
 def _load_plugins() -> None:
