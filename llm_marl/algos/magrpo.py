@@ -64,7 +64,7 @@ from llm_marl.algos.samples import Sample, trajectory_samples
 from llm_marl.algos.update import PGConfig
 from llm_marl.policies.base import SamplingParams
 from llm_marl.rollout.collect import EnvSource
-from llm_marl.rollout.tree import RolloutTree, play_tree
+from llm_marl.rollout.tree import RolloutTree, check_depth, play_tree
 from llm_marl.rollout.types import Episode, Trajectory, group_episodes
 
 Rollout = Literal["linear", "tree"]
@@ -133,10 +133,7 @@ class MAGRPOConfig(PGConfig):
         if self.rollout not in ROLLOUTS:
             raise ValueError(f"unknown rollout {self.rollout!r}; choose one of {ROLLOUTS}")
         depth = self.tree_depth
-        if depth is not None and (
-            isinstance(depth, bool) or not isinstance(depth, int) or depth < 1
-        ):
-            raise ValueError(f"tree_depth must be None or an int >= 1, got {depth!r}")
+        check_depth(depth, "tree_depth")
         if self.rollout == "linear" and (depth is not None or self.early_stop is not None):
             raise ValueError(
                 "tree_depth and early_stop only apply to tree rollouts: set rollout='tree'"

@@ -57,7 +57,7 @@ from llm_marl.distributed.worker import EnvWorker, Route
 from llm_marl.errors import ConfigError, TrainingError
 from llm_marl.policies.base import Policy, SamplingParams
 from llm_marl.policies.hf import HFPolicy
-from llm_marl.rollout.collect import FAILED_WARN_FRACTION, check_task_indices, group_id
+from llm_marl.rollout.collect import check_task_indices, group_id, warn_if_many_failed
 from llm_marl.rollout.types import Episode, Trajectory
 
 PLACEMENT_TIMEOUT_S = 120.0
@@ -361,14 +361,7 @@ class RayExecutor:
             and all(e.error and e.error.startswith("env raised") for e in failed)
         ):
             raise RuntimeError(f"every episode's env raised; first: {failed[0].error}")
-        if failed and len(failed) >= max(1.0, FAILED_WARN_FRACTION * len(episodes)):
-            warnings.warn(
-                f"collect: {len(failed)} of {len(episodes)} episode(s) failed and were "
-                f"truncated (their samples are dropped, never scored). First error: "
-                f"{failed[0].error}",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        warn_if_many_failed(episodes)
         return episodes
 
     def _wait_until_up(self) -> None:

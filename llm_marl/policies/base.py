@@ -283,8 +283,7 @@ class ChatTokenPolicy(ABC):
                 )
             else:
                 results.append(next(kept))
-        failed = [r for r in results if isinstance(r, str)]
-        raise BatchPolicyError(batch_summary(failed, len(results)), results)
+        return batch_completions(results)  # raises: the rows left out failed
 
     def _complete(
         self,
@@ -331,11 +330,17 @@ class BatchPolicyError(PolicyError):
         self.results = results
 
 
-def batch_summary(failed: Sequence[str], total: int) -> str:
-    """The message of a :class:`BatchPolicyError`: how many of ``total`` requests failed."""
-    if total == 1:
-        return failed[0]
-    return f"{len(failed)} of {total} request(s) failed; first: {failed[0]}"
+def batch_completions(results: list[Completion | str]) -> list[Completion]:
+    """The completions of a batch whose requests each came back as a :class:`Completion` or
+    as the message of their failure; when any failed, a :class:`BatchPolicyError` that says
+    how many did and carries every result."""
+    failed = [r for r in results if isinstance(r, str)]
+    if not failed:
+        return [r for r in results if isinstance(r, Completion)]
+    if len(results) == 1:
+        raise BatchPolicyError(failed[0], results)
+    summary = f"{len(failed)} of {len(results)} request(s) failed; first: {failed[0]}"
+    raise BatchPolicyError(summary, results)
 
 
 class ScriptedPolicy:
@@ -386,10 +391,7 @@ class ScriptedPolicy:
                     "expected str"
                 )
             out.append(Completion(text=text))
-        failed = [r for r in out if isinstance(r, str)]
-        if failed:
-            raise BatchPolicyError(batch_summary(failed, len(out)), out)
-        return [r for r in out if isinstance(r, Completion)]
+        return batch_completions(out)
 
     def __repr__(self) -> str:
         return f"ScriptedPolicy({self.name!r})"

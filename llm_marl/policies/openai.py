@@ -39,7 +39,7 @@ from llm_marl.policies.base import (
     PolicyError,
     SamplingParams,
     TokenContexts,
-    batch_summary,
+    batch_completions,
 )
 from llm_marl.tools.http import HttpError, http_request, retry_after_seconds
 
@@ -431,10 +431,7 @@ class OpenAIPolicy:
             for f in futures:
                 f.cancel()
             raise
-        failed = [r for r in results if isinstance(r, str)]
-        if failed:
-            raise BatchPolicyError(batch_summary(failed, len(results)), results)
-        return [r for r in results if not isinstance(r, str)]
+        return batch_completions(results)
 
     def __repr__(self) -> str:
         return f"OpenAIPolicy({self.model!r}, base_url={self.base_url!r})"

@@ -389,7 +389,7 @@ class _Collector:
         if raise_if_env_always_fails and len(env_failures) == n:
             # Not one episode survived its env: a bug in the env, not a fault of one episode.
             raise env_failures[0]
-        self._warn_if_many_failed()
+        warn_if_many_failed(self.episodes)
         return self.episodes
 
     def _each_env(self, fn: Callable[[int], Any], indices: Sequence[int]) -> list[Any]:
@@ -409,17 +409,6 @@ class _Collector:
         if len(todo) <= 1 or self.vec.max_workers <= 1:
             return [guarded(k) for k in todo]
         return list(self.vec.pool.map(guarded, todo))
-
-    def _warn_if_many_failed(self) -> None:
-        failed = [ep for ep in self.episodes if ep.error is not None]
-        n = len(self.episodes)
-        if failed and len(failed) >= max(1.0, FAILED_WARN_FRACTION * n):
-            warnings.warn(
-                f"collect: {len(failed)} of {n} episode(s) failed and were truncated (their "
-                f"samples are dropped, never scored). First error: {failed[0].error}",
-                RuntimeWarning,
-                stacklevel=3,
-            )
 
     def _requests(
         self, obs: list[Any], infos: list[Any], live: list[bool]
@@ -517,6 +506,20 @@ class _Collector:
 FAILED_WARN_FRACTION = 0.1
 """``collect`` warns when at least this fraction of its episodes failed (infrastructure, policy
 backend or env errors); a few lost episodes in a long run are normal and stay quiet."""
+
+
+def warn_if_many_failed(episodes: Sequence[Episode]) -> None:
+    """The ``RuntimeWarning`` of a ``collect`` call (local or on an executor's workers) in which
+    at least :data:`FAILED_WARN_FRACTION` of the ``episodes`` failed, with the first error."""
+    failed = [ep for ep in episodes if ep.error is not None]
+    n = len(episodes)
+    if failed and len(failed) >= max(1.0, FAILED_WARN_FRACTION * n):
+        warnings.warn(
+            f"collect: {len(failed)} of {n} episode(s) failed and were truncated (their "
+            f"samples are dropped, never scored). First error: {failed[0].error}",
+            RuntimeWarning,
+            stacklevel=3,  # play's line: called by _Collector.run or RayExecutor.collect
+        )
 
 
 StreamEntry = tuple[TokenContext, str]

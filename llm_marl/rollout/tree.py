@@ -65,6 +65,7 @@ from llm_marl.rollout.collect import (
     check_policies,
     check_share_frozen,
     generate_shared,
+    group_id,
     record_turn,
     step_sampling,
     stream_context,
@@ -195,7 +196,7 @@ class RolloutTree:
             task_id=self.task_id,
             task_index=self.task_index,
             group_index=group_index,
-            group_id=f"{self.task_index}/{self.task_id}",
+            group_id=group_id(self.task_index, self.task_id),
             trajectories=trajectories,
             step_rewards=[node.reward for node in path],
             reward_components=dict(last.reward_components) if last else {},
@@ -246,8 +247,7 @@ def collect_tree(
         raise ValueError(
             f"branching must be an int >= 2 (siblings are each other's baseline), got {branching!r}"
         )
-    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
-        raise ValueError(f"depth must be None or an int >= 1, got {depth!r}")
+    check_depth(depth)
     return play_tree(
         env,
         policies,
@@ -263,6 +263,12 @@ def collect_tree(
         on_generate=on_generate,
         share_frozen=check_share_frozen(share_frozen, policies),
     )
+
+
+def check_depth(depth: int | None, name: str = "depth") -> None:
+    """Validate a tree's ``depth`` (see :func:`collect_tree`): ``None`` or an int >= 1."""
+    if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
+        raise ValueError(f"{name} must be None or an int >= 1, got {depth!r}")
 
 
 def play_tree(
