@@ -86,34 +86,27 @@ def check_cluster(
     learner actors."""
     r = resources
     engines = r.engines * models
-    _check_fits(
-        cluster,
-        "GPU",
-        engines * r.gpus_per_engine + learners * r.learner_gpus,
-        f"{engines} engine(s) x gpus_per_engine {r.gpus_per_engine:g} + {learners} learner(s) "
-        f"x learner_gpus {r.learner_gpus:g}",
-        "lower engines, gpus_per_engine or learner_gpus, or add GPU nodes",
-    )
-    _check_fits(
-        cluster,
-        "CPU",
-        engines * r.cpus_per_engine
-        + r.env_workers * r.cpus_per_env_worker
-        + learners * r.learner_cpus,
-        f"{engines} engine(s) x {r.cpus_per_engine:g} + {r.env_workers} env worker(s) x "
-        f"{r.cpus_per_env_worker:g} + {learners} learner(s) x {r.learner_cpus:g}",
-        "lower env_workers or the cpus_per_* / learner_cpus fields",
-    )
-
-
-def _check_fits(
-    cluster: Mapping[str, float], resource: str, asked: float, terms: str, change: str
-) -> None:
-    """Raise check_cluster's one-line error when the run's ``asked`` units of ``resource`` (the
-    sum of ``terms``) exceed the cluster's."""
-    have = float(cluster.get(resource, 0.0))
-    if asked > have:
-        raise ConfigError(
-            f"the run asks for {asked:g} {resource}(s) ({terms}) but the Ray cluster has "
-            f"{have:g}: {change}"
-        )
+    for resource, asked, terms, change in (
+        (
+            "GPU",
+            engines * r.gpus_per_engine + learners * r.learner_gpus,
+            f"{engines} engine(s) x gpus_per_engine {r.gpus_per_engine:g} + {learners} learner(s) "
+            f"x learner_gpus {r.learner_gpus:g}",
+            "lower engines, gpus_per_engine or learner_gpus, or add GPU nodes",
+        ),
+        (
+            "CPU",
+            engines * r.cpus_per_engine
+            + r.env_workers * r.cpus_per_env_worker
+            + learners * r.learner_cpus,
+            f"{engines} engine(s) x {r.cpus_per_engine:g} + {r.env_workers} env worker(s) x "
+            f"{r.cpus_per_env_worker:g} + {learners} learner(s) x {r.learner_cpus:g}",
+            "lower env_workers or the cpus_per_* / learner_cpus fields",
+        ),
+    ):
+        have = float(cluster.get(resource, 0.0))
+        if asked > have:
+            raise ConfigError(
+                f"the run asks for {asked:g} {resource}(s) ({terms}) but the Ray cluster has "
+                f"{have:g}: {change}"
+            )

@@ -165,18 +165,14 @@ def load_full(
     """Load a plain (unsharded) optimizer state, and whole trainable weights if given, into
     ``policy`` sharded with FSDP2 and ``optimizer`` built over its sharded parameters.
 
-    Collective. ``optimizer_state`` is the ``Optimizer.state_dict()`` of an optimizer built over
-    :meth:`HFPolicy.parameters` in the same order (a single-process run's, or the driver's);
-    ``weights`` maps the model's parameter names to full tensors (a LoRA policy: its
-    adapter's). torch's ``set_model_state_dict`` / ``set_optimizer_state_dict``
-    (``full_state_dict``) load them and every rank keeps its shard of each tensor:
-
-    * ``from_rank0=False`` (the Ray learner's ranks, each given the driver's state): every rank
-      passes the same full state; ``weights=None`` keeps the policy's weights.
-    * ``from_rank0=True`` (a torchrun resume of a single-process checkpoint): rank 0 passes the
-      state and the weights, the other ranks ``None`` for both, and rank 0 broadcasts each tensor.
-
-    An optimizer over other parameters than the saved one is a
+    Collective, on torch's ``set_optimizer_state_dict`` / ``set_model_state_dict``
+    (``full_state_dict``): every rank keeps its shard of each tensor. ``optimizer_state`` is the
+    ``Optimizer.state_dict()`` of an optimizer over :meth:`HFPolicy.parameters` in the same order
+    (a single-process run's, the driver's); ``weights`` maps the model's parameter names to full
+    tensors (a LoRA policy: its adapter's). Without ``from_rank0`` every rank passes the same
+    state (the Ray learner) and ``weights=None`` keeps the policy's; with it (a torchrun resume
+    of a single-process checkpoint) rank 0 passes both and broadcasts them, the other ranks pass
+    ``None``. Saved parameter groups unlike ``optimizer``'s are a
     :class:`~llm_marl.errors.CheckpointError`.
     """
     from torch.distributed.checkpoint.state_dict import (
