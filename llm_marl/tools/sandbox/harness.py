@@ -1986,20 +1986,26 @@ class Supervisor:
                 ok, pending = self._await_ready(aux_r, deadline)
                 if not ok:
                     raise _Fatal("the test runner failed before reading the tests")
-                job_state.update(
-                    self._fork_program(
-                        job,
-                        jobdir,
-                        limits,
-                        seconds,
-                        out_w,
-                        err_w,
-                        devnull,
-                        req_r,
-                        resp_w,
-                        job_state["runner"],
+
+                def start_program(req: int, resp: int) -> None:
+                    """P (and O) answering R on ``req``/``resp``, writing to the job's streams:
+                    at the start, and when R asks for a fresh one (``control``)."""
+                    job_state.update(
+                        self._fork_program(
+                            job,
+                            jobdir,
+                            limits,
+                            seconds,
+                            out_w,
+                            err_w,
+                            devnull,
+                            req,
+                            resp,
+                            job_state["runner"],
+                        )
                     )
-                )
+
+                start_program(req_r, resp_w)
                 for fd in (req_r, req_w, resp_r, resp_w):
                     fds.close(fd)
                 # out_w / err_w / devnull stay open: a restarted P writes to the same streams.
@@ -2039,20 +2045,7 @@ class Supervisor:
                     fds_new += [new_req_r, new_req_w]
                     new_resp_r, new_resp_w = os.pipe()
                     fds_new += [new_resp_r, new_resp_w]
-                    job_state.update(
-                        self._fork_program(
-                            job,
-                            jobdir,
-                            limits,
-                            seconds,
-                            out_w,
-                            err_w,
-                            devnull,
-                            new_req_r,
-                            new_resp_w,
-                            job_state["runner"],
-                        )
-                    )
+                    start_program(new_req_r, new_resp_w)
                     sent = [new_resp_r, new_req_w]
                 except OSError:
                     sent = []  # no fresh program: R is told so, and its remaining tests fail
