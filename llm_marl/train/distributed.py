@@ -9,12 +9,17 @@ starts N copies of the command; :func:`~llm_marl.train.run.run` then, on every r
    other ranks, and shards each trainable policy with
    :func:`~llm_marl.policies.sharded.shard_policy` (:func:`shard_learners`). Rank 0 also
    keeps an unsharded copy of each trainable policy as its generation engine
-   (:class:`SamplerEngine`), the way a vLLM engine serves a trainable policy;
+   (:class:`SamplerEngine`), the way a vLLM engine serves a trainable policy. With
+   ``policies.backend vllm`` a vLLM engine over that copy samples instead
+   (:func:`attach_vllm_samplers`, :class:`VLLMSamplerEngine`), built once the group is
+   joined, with its worker in a process of its own (an in-process vLLM worker would take the
+   process's default group, the learner's);
 3. trains with :class:`ShardedTrainer`: rank 0 plays each step's rollouts with its samplers
    and broadcasts them (``broadcast_object_list``); every rank runs the same update (the
    update gives each rank a slice of every pass and sums the normalisers, see
    :mod:`llm_marl.algos.update`); then the samplers are refreshed from the sharded weights,
-   streamed one parameter at a time (:func:`~llm_marl.policies.sharded.push_weights`).
+   streamed one parameter at a time (:func:`~llm_marl.policies.sharded.push_weights`) -- and
+   on into rank 0's vLLM engines one decoder layer at a time.
 
 Only rank 0 evaluates, logs and plots. A checkpoint holds what one process's holds -- the
 consolidated weights (the samplers' copies, ``hf:``-loadable), KL references, algorithm and
@@ -22,7 +27,9 @@ RNG state -- plus each sharded policy's weights and optimizer state written by e
 ``torch.distributed.checkpoint`` (see :class:`ShardedTrainer`). ``--trainer.resume`` continues
 it on the same number of ranks, on another, or in one process; a sharded run also continues a
 single-process run's checkpoint. Sampling on rank 0 uses the same weights and seeds as a single
-process, so the run equals the single-process run of the same config up to float rounding.
+process, so the run equals the single-process run of the same config up to float rounding
+(with ``policies.backend vllm``: the single-process run with that backend; its engines sample
+with per-request seeds wherever they run).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from __future__ import annotations
 import copy
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,12 +51,15 @@ if TYPE_CHECKING:
 
     from llm_marl.policies.base import Policy, SamplingParams
     from llm_marl.policies.hf import HFPolicy
+    from llm_marl.policies.vllm import VLLMPolicy
     from llm_marl.train.models import PoliciesConfig
 
 __all__ = [
     "LearnerGroup",
     "SamplerEngine",
     "ShardedTrainer",
+    "VLLMSamplerEngine",
+    "attach_vllm_samplers",
     "check_launch",
     "init_learner_group",
     "join_learner_group",
@@ -158,6 +168,105 @@ class SamplerEngine:
         with torch.no_grad():
             for name, tensor in stream:
                 targets[name].copy_(tensor)
+
+
+class VLLMSamplerEngine(SamplerEngine):
+    """Rank 0's generation engine for a sharded policy with ``policies.backend vllm``.
+
+    A :class:`~llm_marl.policies.vllm.VLLMPolicy` samples; the unsharded copy
+    (:attr:`sampler`) stays too, as the weights rank 0's checkpoints save. The engine's worker
+    runs in a process of its own (``VLLMConfig.worker_process``), so the learner's process
+    group stays this process's default group. :meth:`sync_weights`:
+
+    - full fine-tuning: the sharded weights, gathered one parameter at a time, are copied into
+      the sampler and streamed on into the engine one decoder layer at a time
+      (:meth:`VLLMPolicy.stream_weights <llm_marl.policies.vllm.VLLMPolicy.stream_weights>`):
+      rank 0 never holds more than the sampler copy plus one layer on its way;
+    - LoRA: the adapter's weights are copied into the sampler's adapter, which the engine then
+      saves and registers as a new ``LoRARequest``, as for one process.
+    """
+
+    pads_rows = False
+    """vLLM returns each row as sampled."""
+
+    def __init__(self, sampler: HFPolicy, engine: VLLMPolicy) -> None:
+        super().__init__(sampler)
+        self.engine = engine
+
+    def generate_ids(
+        self, policy: HFPolicy, prompts: list[list[int]], sampling: SamplingParams
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """The engine's samples for the sampler (``sampling.seed`` is the policy's draw)."""
+        return self.engine.generate_ids(self.sampler, prompts, sampling)
+
+    def sync_weights(self, policy: HFPolicy) -> None:
+        """Load the sharded policy's current weights into the sampler and the engine
+        (collective: the other ranks take part in the gathers)."""
+        if policy.adapter is not None:
+            push_weights(policy, self._load, adapter_only=True)
+            self.engine.sync_weights(self.sampler)
+        else:
+            push_weights(policy, self._stream)
+
+    def _stream(self, stream: Iterable[tuple[str, torch.Tensor]]) -> None:
+        from llm_marl.policies.sharded import full_weights
+
+        targets = dict(full_weights(self.sampler))
+        state = self.sampler.model.state_dict()
+        self.engine.stream_weights(_copied_into(targets, stream, state))
+
+
+def _copied_into(
+    targets: Mapping[str, torch.Tensor],
+    stream: Iterable[tuple[str, torch.Tensor]],
+    state: Mapping[str, torch.Tensor],
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """Copy each streamed tensor into ``targets[name]`` and pass the target on (the gathered
+    tensor can go at once); then the entries of the sampler's ``state`` dict the stream has
+    no name for: tied weights, which the stream names once (the output layer tied to the
+    embedding). vLLM's layerwise reload gives a module that gets no weights its old tensors
+    back, so the tied output layer must be sent under its own name too, as a checkpoint
+    holds it."""
+    import torch
+
+    for name, tensor in stream:
+        target = targets[name]
+        with torch.no_grad():
+            target.copy_(tensor)
+        yield name, target
+    for name, tensor in state.items():
+        if name not in targets:
+            yield name, tensor
+
+
+def attach_vllm_samplers(
+    policies: Mapping[str, Policy], config: PoliciesConfig, group: LearnerGroup
+) -> list[VLLMPolicy]:
+    """Rank 0 (``policies.backend vllm``): replace each sharded policy's :class:`SamplerEngine`
+    by a :class:`VLLMSamplerEngine` over its sampler copy; returns the vLLM engines (to close).
+
+    Call it after :func:`shard_learners`, so after the process group is joined: each engine's
+    worker is a spawned process with its own ``torch.distributed`` world
+    (``VLLMConfig.worker_process``). One engine per copy: a fully fine-tuned policy gets its
+    own, the LoRA adapters over one base share one. Other ranks: nothing to do (``[]``).
+    """
+    from llm_marl.policies.vllm import VLLMConfig, VLLMPolicy
+
+    if group.rank != 0:
+        return []
+    by_copy: dict[int, list[tuple[HFPolicy, SamplerEngine]]] = {}
+    for policy in {id(p): p for p in policies.values()}.values():
+        engine = getattr(policy, "generation_engine", None)
+        if isinstance(engine, SamplerEngine):
+            by_copy.setdefault(id(engine.sampler.model), []).append((policy, engine))  # type: ignore[arg-type]
+    settings = VLLMConfig(**{**config.vllm, "worker_process": True})
+    engines: list[VLLMPolicy] = []
+    for served in by_copy.values():
+        vllm = VLLMPolicy.for_trainable([e.sampler for _, e in served], config=settings)
+        engines.append(vllm)
+        for policy, engine in served:
+            policy.generation_engine = VLLMSamplerEngine(engine.sampler, vllm)
+    return engines
 
 
 class _GatherOnly:

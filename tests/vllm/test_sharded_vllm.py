@@ -1,0 +1,116 @@
+"""``policies.backend vllm`` with a sharded learner: ``llm-marl train`` under torchrun, 2 gloo
+ranks, rank 0 sampling with a vLLM engine whose worker runs in a process of its own.
+
+One module-scoped pair of runs (the same 2-step config in one process and on 2 ranks) serves
+the tests: the sharded run ends with the single-process run's weights and metrics (both sample
+with vLLM and per-request seeds, so the same weights give the same samples), and rank 0's
+engine holds the learner's weights after every sync -- the log-probs it reports for its greedy
+completion of a probe prompt equal the sharded learner's own (tests/vllm/sharded_probe.py
+measures them before the first rollout and after each update).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from llm_marl.cli import main
+from llm_marl.policies import build_tiny_lm
+
+pytestmark = pytest.mark.vllm
+
+ROOT = Path(__file__).resolve().parents[2]
+TOL = 1e-4
+"""Largest |engine log-prob - learner log-prob| accepted (as in test_trainer_vllm.py)."""
+STEPS = 2
+ENGINE = {"kv_cache_memory_bytes": 32 << 20, "max_model_len": 512, "cpu_threads": 1}
+
+
+def _argv(lm_path: str, out: Path) -> list[str]:
+    argv = ["train", "--algo", "magrpo", "--preset", "toy-coordination", "--steps", str(STEPS)]
+    # The warm-up gives the agents non-zero rewards at step 1: its update changes the weights
+    # that step 2's rollout must sample with.
+    argv += ["--model", f"hf:{lm_path}", "--format-warmup-steps", "20", "--policies.share", "true"]
+    argv += ["--group-size", "2", "--tasks-per-step", "2", "--eval-tasks", "1"]
+    argv += ["--trainer.eval_at_start", "false", "--max-new-tokens", "4", "--algorithm.lr", "0.05"]
+    argv += ["--no-progress", "--no-plot", "--trainer.save_every", "1", "--output-dir", str(out)]
+    return [*argv, "--policies.backend", "vllm", "--policies.vllm", json.dumps(ENGINE)]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, Path]:
+    """(the model, single-process run, 2-rank run, the 2-rank run's probe file)."""
+    tmp = tmp_path_factory.mktemp("sharded-vllm")
+    lm_path = build_tiny_lm(tmp / "lm", hidden_size=64, num_heads=2)
+    single, sharded, probe = tmp / "single", tmp / "sharded", tmp / "probe.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    env["PROBE_OUT"] = str(probe)
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(name, None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    cmd += [str(ROOT / "tests" / "vllm" / "sharded_probe.py"), *_argv(lm_path, sharded)]
+    cmd += ["--policies.world_size", "2"]
+    log = tmp / "torchrun.log"
+    with log.open("w") as sink:
+        # The reference run plays in this process while torchrun's ranks start.
+        proc = subprocess.Popen(cmd, env=env, stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT)
+        try:
+            assert main(_argv(lm_path, single)) == 0
+            assert proc.wait(timeout=600) == 0, log.read_text()[-6000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    return Path(lm_path), single, sharded, probe
+
+
+def _weights(out: Path, step: int = STEPS) -> dict[str, dict[str, torch.Tensor]]:
+    policies = out / "checkpoints" / f"step-{step:06d}" / "policies"
+    return {p.name: load_file(str(p / "model.safetensors")) for p in sorted(policies.iterdir())}
+
+
+def _rows(out: Path) -> list[dict[str, float]]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_two_ranks_with_a_vllm_sampler_train_like_one_process(runs) -> None:
+    _, single, sharded, _ = runs
+    one, two = _weights(single), _weights(sharded)
+    assert one and set(one) == set(two)
+    for agent in one:
+        assert set(one[agent]) == set(two[agent])
+        for name, tensor in one[agent].items():
+            # As in tests/train/test_sharded_train.py: AdamW turns the different rounding of
+            # summed gradients into ~lr-sized steps on a few near-zero elements.
+            torch.testing.assert_close(two[agent][name], tensor, atol=1e-3, rtol=1e-3)
+    rows_one, rows_two = _rows(single), _rows(sharded)
+    assert [r["step"] for r in rows_two] == [r["step"] for r in rows_one]
+    for a, b in zip(rows_one, rows_two):
+        for key in ("reward", "loss", "grad_norm", "completion_tokens", "eval/reward"):
+            if key in a:
+                assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), key
+    assert any(r.get("grad_norm", 0) > 0 for r in rows_one)  # it learned something
+
+
+@pytest.mark.slow
+def test_the_engine_holds_the_learners_weights_after_every_sync(runs) -> None:
+    _, _, _, probe = runs
+    rows = [json.loads(line) for line in probe.read_text().splitlines()]
+    assert len(rows) == STEPS + 1  # before the first rollout, after each update
+    gaps = [max(abs(a - b) for a, b in zip(r["engine"], r["learner"])) for r in rows]
+    assert all(len(r["engine"]) == len(r["learner"]) > 0 for r in rows)
+    assert max(gaps) < TOL, gaps
+    # Each update changed what the learner gives for the probe (other tokens, or their
+    # log-probs by more than 1e-2): an engine left with the previous weights would show it.
+    for before, after in zip(rows, rows[1:]):
+        assert before["ids"] != after["ids"] or (
+            max(abs(a - b) for a, b in zip(before["learner"], after["learner"])) > 1e-2
+        ), (before, after)
