@@ -632,6 +632,7 @@ def _run_sharded(config: RunConfig) -> TrainResult:
         rank_output_dir,
         shard_learners,
     )
+    from llm_marl.train.models import check_vllm_installed
 
     pc, tc = config.policies, config.trainer
     check_launch(pc.world_size)  # before anything else: how to launch it, in one line
@@ -642,6 +643,7 @@ def _run_sharded(config: RunConfig) -> TrainResult:
             "an in-process engine on every rank, which takes the learner's process group; use "
             "hf: specs for them (policies.backend vllm serves the trainable agents)"
         )
+    check_vllm_installed(pc)
     group = init_learner_group(pc)
     samplers: list[Any] = []
     scratch = rank_output_dir(group.rank)

@@ -317,7 +317,7 @@ def test_world_size_without_torchrun_is_one_line(monkeypatch, capsys, tmp_path: 
 @pytest.mark.parametrize(
     ("flag", "value", "words"),
     [
-        ("--policies.backend", "vllm", "backend vllm"),
+        ("--policies.frozen.right", "vllm:/nowhere", "frozen vllm: agents ['right']"),
         ("--trainer.executor", "ray", "executor ray"),
     ],
 )
