@@ -52,105 +52,23 @@ from llm_marl.envs.writing.guards import reader_words
 __all__ = ["ARXIV_MEANING", "TLDR_MEANING", "MeaningSpec", "meaning_quality", "plausible_share"]
 
 _PREPOSITIONS = frozenset(
-    [
-        "of",
-        "in",
-        "on",
-        "at",
-        "for",
-        "with",
-        "by",
-        "from",
-        "to",
-        "about",
-        "into",
-        "over",
-        "under",
-        "after",
-        "before",
-        "between",
-        "through",
-        "during",
-        "without",
-        "against",
-        "among",
-        "around",
-        "like",
-        "than",
-    ]
+    """of in on at for with by from to about into over under after before between through during
+    without against among around like than""".split()  # noqa: SIM905 - word lists read better as text
 )
 _DETERMINERS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "my",
-        "your",
-        "his",
-        "her",
-        "our",
-        "their",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "some",
-        "any",
-        "no",
-        "every",
-        "each",
-        "another",
-    ]
+    """a an the my your his her our their its this that these those some any no every each another""".split()  # noqa: SIM905 - word lists read better as text
 )
 _OBJECTS = frozenset(
     ["me", "him", "her", "us", "them", "it", "you", "myself", "himself", "herself", "themselves"]
 )
 _SUBJECTS = frozenset(["i", "he", "she", "we", "they", "it", "you", "there"])
 _AUXILIARIES = frozenset(
-    [
-        "am",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "have",
-        "has",
-        "had",
-        "do",
-        "does",
-        "did",
-        "will",
-        "would",
-        "can",
-        "could",
-        "should",
-        "may",
-        "might",
-        "must",
-        "shall",
-    ]
+    """am is are was were be been being have has had do does did will would can could should may
+    might must shall""".split()  # noqa: SIM905 - word lists read better as text
 )
 _NEGATIONS = frozenset(["not", "never", "t"])  # "t": don't, can't split at the apostrophe
 _CONJUNCTIONS = frozenset(
-    [
-        "and",
-        "or",
-        "but",
-        "if",
-        "so",
-        "because",
-        "when",
-        "while",
-        "as",
-        "then",
-        "also",
-        "just",
-        "very",
-    ]
+    """and or but if so because when while as then also just very""".split()  # noqa: SIM905 - word lists read better as text
 )
 _FUNCTION = (
     _PREPOSITIONS | _DETERMINERS | _OBJECTS | _SUBJECTS | _AUXILIARIES | _NEGATIONS | _CONJUNCTIONS
