@@ -16,6 +16,13 @@ from llm_marl.train import preset_config, run
 
 pytestmark = pytest.mark.slow
 
+STEPS = 36
+"""The team sits at chance until the worker finds the key in its prompt; with the preset's lr
+(3e-3) that plateau ended by step 24 on seeds 0-4 (at 12 steps, this test's former length, and
+lr 2e-3 only 2 of 5 seeds had left it). 36 steps leave a margin; the preset's docstring has the
+figures, and the seeds (about 1 in 5) whose format warm-up has not taught the planner to read
+the report yet, which stay at chance."""
+
 
 def test_matpo_teaches_one_tiny_lm_to_delegate_and_look_up(tmp_path):
     config = preset_config(
@@ -23,8 +30,8 @@ def test_matpo_teaches_one_tiny_lm_to_delegate_and_look_up(tmp_path):
         "toy-delegation",
         {
             "trainer": {
-                "steps": 12,
-                "eval_every": 12,
+                "steps": STEPS,
+                "eval_every": STEPS,
                 "output_dir": str(tmp_path),
                 "progress": False,
                 "console": False,
