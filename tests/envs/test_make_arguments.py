@@ -94,6 +94,14 @@ def test_optional_and_container_parameters_are_checked_too(env_id, kwargs, messa
         llm_marl.make(env_id, **kwargs)
 
 
+@pytest.mark.parametrize("embedder", ["abc", 0.5, [1.0], object()])
+def test_an_embedder_without_encode_is_refused_in_make(embedder):
+    """``embedder`` is typed ``Any`` (any object with ``encode``): the env checks it itself,
+    instead of failing at the first scored episode."""
+    with pytest.raises(TypeError, match="embedder must have encode"):
+        llm_marl.make("tldr-v0", embedder=embedder)
+
+
 def test_the_constructor_s_own_words_are_kept_after_the_parameter_s():
     with pytest.raises(ValueError, match=r"num_debaters must be .*number of solvers"):
         llm_marl.make("math_debate-v0", num_debaters=True)

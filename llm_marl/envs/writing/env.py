@@ -243,6 +243,13 @@ class WritingEnv(LLMParallelEnv, abstract=True):
         if judge is not None and not callable(judge):
             raise TypeError(f"judge must be callable (task, part1, part2) -> float, got {judge!r}")
         self.judge = judge
+        # (a str has an encode method too, the wrong one)
+        if embedder is not None and (
+            isinstance(embedder, str | bytes) or not callable(getattr(embedder, "encode", None))
+        ):
+            raise TypeError(
+                f"embedder must have encode(list[str]) -> list[list[float]], got {embedder!r}"
+            )
         self._embedder = embedder
         self.show_title = bool(show_title)
         loaded, self.dataset_source = load_writing_tasks(
