@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-import numbers
 import os
 import sys
 import types
@@ -32,6 +31,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 import typeguard
 
+from llm_marl.checks import is_int, is_number
 from llm_marl.envs.base import LLMParallelEnv
 from llm_marl.errors import EnvArgumentError
 
@@ -166,17 +166,15 @@ def _problem(
     )
     if isinstance(value, bool) and not _allows(hint, bool):
         return wrong
-    # A numpy integer or float (a sweep's value) is a number here, as it is to the env.
-    number = not isinstance(value, bool) and (
-        (isinstance(value, numbers.Integral) and _allows(hint, int))
-        or (isinstance(value, numbers.Real) and _allows(hint, float))
-    )
+    # An int and a number as llm_marl.checks defines them: a numpy one (a sweep's value)
+    # counts, as it does to the env.
+    number = (is_int(value) and _allows(hint, int)) or (is_number(value) and _allows(hint, float))
     if not number:
         try:
             typeguard.check_type(value, hint, collection_check_strategy=_EVERY_ITEM)
         except typeguard.TypeCheckError:
             return wrong
-    if isinstance(value, numbers.Real) and not math.isfinite(value):
+    if is_number(value) and not math.isfinite(value):
         return EnvArgumentError(f"make({env_id!r}): {name} must be a finite number, got {value!r}")
     return None
 
