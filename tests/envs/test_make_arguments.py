@@ -130,3 +130,21 @@ def test_the_cli_reports_a_nan_env_arg_as_a_number():
     assert parse_env_args(["sandbox=process"]) == {"sandbox": "process"}
     with pytest.raises(EnvArgumentError, match="format_weight must be a finite number"):
         llm_marl.make("math_hint-v0", **parse_env_args(["format_weight=nan"]))
+
+
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        ("format_weight=nan", "format_weight must be a finite number"),
+        ("format_weight=abc", "format_weight must be float, got 'abc' (str)"),
+        ("require_boxed=[1]", "require_boxed must be bool"),
+        ("limit=True", "limit must be int | None, got True"),
+    ],
+)
+def test_llm_marl_play_answers_a_bad_env_arg_in_one_line(capsys, pair, message):
+    """Through the command a user types: exit status 2, one line naming the parameter."""
+    from llm_marl.cli import main
+
+    assert main(["play", "math_single-v0", "--random", "--env-arg", pair]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
