@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from llm_marl.errors import InfrastructureError, LLMMarlError
 from llm_marl.tools.calls import (
     DEFAULT_MAX_CALLS,
+    CallLimits,
     Tool,
     Toolbox,
     ToolCall,
@@ -563,14 +564,22 @@ def test_too_many_calls():
     parsed = parse_tool_calls(text, TOOLS)
     assert len(parsed.calls) == DEFAULT_MAX_CALLS
     assert parsed.items[-1].kind == "too_many" and "5 more ignored" in parsed.items[-1].message
-    one = parse_tool_calls(text, TOOLS, max_calls=1)
+    one = parse_tool_calls(text, TOOLS, limits=CallLimits(max_calls=1))
     assert len(one.calls) == 1 and one.items[-1].kind == "too_many"
     calls = [
         {"id": str(i), "function": {"name": "search", "arguments": {"query": str(i)}}}
         for i in range(20)
     ]
-    api = parse_tool_calls({"tool_calls": calls}, TOOLS, max_calls=3)
+    api = parse_tool_calls({"tool_calls": calls}, TOOLS, limits=CallLimits(max_calls=3))
     assert len(api.calls) == 3 and "17 more ignored" in api.items[-1].message
+
+
+def test_a_toolbox_parses_within_its_limits():
+    text = hermes("search", {"query": "a"}) + hermes("search", {"query": "b"})
+    box = Toolbox(TOOLS, limits=CallLimits(max_calls=1))
+    assert [c.arguments["query"] for c in box.parse(text).calls] == ["a"]
+    assert box.parse(text).items[-1].kind == "too_many"
+    assert len(Toolbox(TOOLS).parse(text).calls) == 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -584,14 +593,14 @@ def test_a_million_openers():
     parsed = parse_tool_calls(text, TOOLS)
     assert parsed.truncated
     assert len(parsed.items) == 1 and parsed.items[0].kind == "malformed"
-    uncapped = parse_tool_calls(text, TOOLS, max_chars=len(text))
+    uncapped = parse_tool_calls(text, TOOLS, limits=CallLimits(max_chars=len(text)))
     assert len(uncapped.items) == 1 and "unclosed" in uncapped.items[0].message
 
 
 @pytest.mark.timeout(60)
 def test_a_million_openers_then_a_closer():
     text = "<tool_call>" * 300_000 + "</tool_call>" + hermes("search", {"query": "a"})
-    parsed = parse_tool_calls(text, TOOLS, max_chars=len(text))
+    parsed = parse_tool_calls(text, TOOLS, limits=CallLimits(max_chars=len(text)))
     assert parsed.items[0].kind == "malformed"  # the huge first block
     assert parsed.calls[0].arguments == {"query": "a"}
 
@@ -600,7 +609,7 @@ def test_a_million_openers_then_a_closer():
 def test_many_small_blocks_of_both_formats():
     block = hermes("search", {"query": "a"}) + mcp("s", "search", '{"query": "b"}')
     text = block * 50_000  # ~7 MB
-    parsed = parse_tool_calls(text, TOOLS, max_chars=len(text))
+    parsed = parse_tool_calls(text, TOOLS, limits=CallLimits(max_chars=len(text)))
     assert len(parsed.items) == DEFAULT_MAX_CALLS + 1
     assert parsed.items[-1].kind == "too_many"
 
@@ -608,10 +617,10 @@ def test_many_small_blocks_of_both_formats():
 @pytest.mark.timeout(60)
 def test_unclosed_tags_everywhere():
     text = ("<use_mcp_tool><server_name>" + "<tool_name>" * 3 + "x") * 100_000
-    parsed = parse_tool_calls(text, TOOLS, max_chars=len(text))
+    parsed = parse_tool_calls(text, TOOLS, limits=CallLimits(max_chars=len(text)))
     assert len(parsed.items) == 1 and parsed.items[0].kind == "malformed"
     text = "<tool_call>{" + '"a": "' * 500_000
-    assert error_kind(text, max_chars=len(text)) == "malformed"
+    assert error_kind(text, limits=CallLimits(max_chars=len(text))) == "malformed"
 
 
 @pytest.mark.timeout(60)
@@ -624,7 +633,10 @@ def test_deeply_nested_json(opener, closer):
         f'<tool_call>{{"name": "search", "arguments": {{"query": {deep}}}}}</tool_call>',
         mcp("s", "search", deep),
     ):
-        assert error_kind(text, max_chars=len(text), max_call_chars=len(text)) == "malformed"
+        assert (
+            error_kind(text, limits=CallLimits(max_chars=len(text), max_call_chars=len(text)))
+            == "malformed"
+        )
     # Within the default body cap, only the depth check stands in the way.
     shallow_enough = opener * 40 + "1" + closer * 40
     item = only(
@@ -705,7 +717,7 @@ FRAGMENTS = [
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=60), st.integers(1, 4))
 def test_fuzz_never_raises(pieces, max_calls):
     text = "".join(pieces)
-    parsed = parse_tool_calls(text, TOOLS, max_calls=max_calls)
+    parsed = parse_tool_calls(text, TOOLS, limits=CallLimits(max_calls=max_calls))
     assert len(parsed.items) <= max_calls + 1
     for item in parsed.items:
         if isinstance(item, ToolCallError):

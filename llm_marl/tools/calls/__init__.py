@@ -54,13 +54,13 @@ Formats parsed (:data:`FORMATS`):
   policies; pass the message (a mapping or the client's object) instead of a string.
 
 Safety: everything here reads untrusted model output. Parsing never raises on bad input and never
-costs more than linear time in the completion's length: only the first ``max_chars`` characters
-are read (:data:`DEFAULT_MAX_CHARS`), at most ``max_calls`` calls are parsed
-(:data:`DEFAULT_MAX_CALLS`; the rest become one "too many calls" error), one call's body may be at
-most ``max_call_chars`` long, and JSON nesting deeper than ``max_depth`` is refused by a linear
-scan *before* ``json.loads`` sees it (so the parser cannot recurse without bound). Each malformed
-call, unknown tool, duplicate call or argument that does not fit the schema becomes a
-:class:`ToolCallError` whose ``to_message()`` is the ``{"role": "tool"}`` message to post back.
+costs more than linear time in the completion's length. :class:`CallLimits` bounds what is read:
+only the first ``max_chars`` characters, at most ``max_calls`` calls (the rest become one "too
+many calls" error), at most ``max_call_chars`` of one call's body; JSON nesting deeper than
+``max_depth`` is refused by a linear scan *before* ``json.loads`` sees it (so the parser cannot
+recurse without bound). Each malformed call, unknown tool, duplicate call or argument that does
+not fit the schema becomes a :class:`ToolCallError` whose ``to_message()`` is the
+``{"role": "tool"}`` message to post back.
 
 What the parser hands out is plain JSON data that is safe downstream:
 
@@ -86,6 +86,7 @@ from llm_marl.tools.calls.limits import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_DEPTH,
     FORMATS,
+    CallLimits,
     json_depth_exceeds,
     json_string_end,
 )
@@ -102,6 +103,7 @@ from llm_marl.tools.calls.validation import validate_arguments
 from llm_marl.tools.text import scrub_surrogates
 
 __all__ = [
+    "CallLimits",
     "DEFAULT_MAX_CALLS",
     "DEFAULT_MAX_CALL_CHARS",
     "DEFAULT_MAX_CHARS",

@@ -1,7 +1,7 @@
-"""The bounds on untrusted model output: how much of a completion is read, how many calls, how
-long and how deep one call may be; the bounded JSON reader (:func:`load_json`: depth checked by a
-linear scan before ``json.loads``, finite numbers, unique keys) and bounded descriptions of any
-value for error messages (:func:`short`)."""
+"""The bounds on untrusted model output (:class:`CallLimits`: how much of a completion is read,
+how many calls, how long and how deep one call may be); the bounded JSON reader
+(:func:`load_json`: depth checked by a linear scan before ``json.loads``, finite numbers, unique
+keys) and bounded descriptions of any value for error messages (:func:`short`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import math
 import re
 import reprlib
+from dataclasses import dataclass
 from typing import Any
 
 from llm_marl.tools.text import scrub_surrogates
@@ -17,20 +18,39 @@ FORMATS: tuple[str, ...] = ("hermes", "mcp", "openai")
 """The tool-call formats :func:`parse_tool_calls` understands."""
 
 
-DEFAULT_MAX_CHARS = 256 * 1024
-"""Characters of a completion searched for tool calls; the rest is ignored (``truncated``)."""
+@dataclass(frozen=True)
+class CallLimits:
+    """How much of one completion :func:`~llm_marl.tools.calls.parse_tool_calls` reads (the
+    parser of a :class:`~llm_marl.tools.calls.Toolbox` too): the four bounds travel together.
+
+    Example: ``Toolbox(tools, limits=CallLimits(max_calls=1))`` runs one call per completion.
+    """
+
+    max_chars: int = 256 * 1024
+    """Characters of a completion searched for tool calls; the rest is ignored (``truncated``)."""
+
+    max_calls: int = 8
+    """Tool calls parsed per completion; further ones become a single ``too_many`` error."""
+
+    max_call_chars: int = 64 * 1024
+    """Characters of one call's body (between its tags, or one OpenAI ``arguments`` string)."""
+
+    max_depth: int = 32
+    """Deepest JSON nesting accepted in a call (objects and arrays)."""
 
 
-DEFAULT_MAX_CALLS = 8
-"""Tool calls parsed per completion; further ones become a single ``too_many`` error."""
+# The defaults under the names they had before CallLimits gathered them (still exported).
+DEFAULT_MAX_CHARS = CallLimits.max_chars
+"""The default :attr:`CallLimits.max_chars`."""
 
+DEFAULT_MAX_CALLS = CallLimits.max_calls
+"""The default :attr:`CallLimits.max_calls`."""
 
-DEFAULT_MAX_CALL_CHARS = 64 * 1024
-"""Characters of one call's body (between its tags, or one OpenAI ``arguments`` string)."""
+DEFAULT_MAX_CALL_CHARS = CallLimits.max_call_chars
+"""The default :attr:`CallLimits.max_call_chars`."""
 
-
-DEFAULT_MAX_DEPTH = 32
-"""Deepest JSON nesting accepted in a call (objects and arrays)."""
+DEFAULT_MAX_DEPTH = CallLimits.max_depth
+"""The default :attr:`CallLimits.max_depth`."""
 
 DEFAULT_MAX_OUTPUT_CHARS = 64 * 1024
 """Characters of one tool result a :class:`~llm_marl.tools.calls.Toolbox` posts by default

@@ -9,15 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from llm_marl.tools.calls.limits import (
-    DEFAULT_MAX_CALL_CHARS,
-    DEFAULT_MAX_CALLS,
-    DEFAULT_MAX_CHARS,
-    DEFAULT_MAX_DEPTH,
-    FORMATS,
-    load_json,
-    short,
-)
+from llm_marl.tools.calls.limits import FORMATS, CallLimits, load_json, short
 from llm_marl.tools.calls.schema import Tool, ToolDefinitionError
 from llm_marl.tools.calls.validation import describe, validate_arguments
 from llm_marl.tools.text import scrub_surrogates
@@ -446,10 +438,7 @@ def parse_tool_calls(
     tools: Iterable[Tool] | Mapping[str, Tool],
     *,
     formats: Sequence[str] = FORMATS,
-    max_chars: int = DEFAULT_MAX_CHARS,
-    max_calls: int = DEFAULT_MAX_CALLS,
-    max_call_chars: int = DEFAULT_MAX_CALL_CHARS,
-    max_depth: int = DEFAULT_MAX_DEPTH,
+    limits: CallLimits = CallLimits(),
 ) -> ParsedCalls:
     """Find, parse and validate the tool calls in one completion. Never raises on bad input.
 
@@ -461,18 +450,18 @@ def parse_tool_calls(
         tools: The tools the agent may call.
         formats: Which of :data:`FORMATS` to accept. Blocks of other formats are left in
             ``text`` untouched.
-        max_chars: Only this many leading characters are searched (``truncated`` says so).
-        max_calls: At most this many blocks are parsed; the rest become one ``too_many`` error.
-        max_call_chars: Longest body of one call.
-        max_depth: Deepest JSON nesting accepted.
+        limits: How much of the completion is read (:class:`CallLimits`): text past
+            ``max_chars`` is not searched (``truncated`` says so), calls past ``max_calls``
+            become one ``too_many`` error.
 
     Returns:
-        A :class:`ParsedCalls`. Time and memory are linear in ``min(len(text), max_chars)``.
+        A :class:`ParsedCalls`. Time and memory are linear in ``min(len(text), limits.max_chars)``.
     """
     unknown = set(formats) - set(FORMATS)
     if unknown:
         raise ValueError(f"unknown tool-call formats {sorted(unknown)}; choose from {FORMATS}")
-    col = _Collector(tool_map(tools), max(1, max_calls), max_depth)
+    max_chars = limits.max_chars
+    col = _Collector(tool_map(tools), max(1, limits.max_calls), limits.max_depth)
     if isinstance(completion, str):
         content: Any = completion
         tool_calls = None
@@ -480,7 +469,7 @@ def parse_tool_calls(
         content = _get(completion, "content")
         tool_calls = _get(completion, "tool_calls")
     if _truthy(tool_calls) and "openai" in formats:
-        _parse_openai(tool_calls, col, max_call_chars)
+        _parse_openai(tool_calls, col, limits.max_call_chars)
         col.finish("openai")
         text = content if isinstance(content, str) else ""
         return ParsedCalls(
@@ -496,6 +485,6 @@ def parse_tool_calls(
     truncated = len(content) > max_chars
     # Scrubbing the window once makes every slice of it (prose, MCP names, argument text) safe.
     window = scrub_surrogates(content[:max_chars])
-    text = _parse_text(window, formats, col, max_call_chars)
+    text = _parse_text(window, formats, col, limits.max_call_chars)
     col.finish(col.items[-1].format if col.items else "hermes")
     return ParsedCalls(items=tuple(col.items), text=text, truncated=truncated)

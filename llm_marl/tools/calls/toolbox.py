@@ -9,14 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_marl.errors import InfrastructureError, LLMMarlError
-from llm_marl.tools.calls.limits import (
-    DEFAULT_MAX_CALL_CHARS,
-    DEFAULT_MAX_CALLS,
-    DEFAULT_MAX_CHARS,
-    DEFAULT_MAX_DEPTH,
-    DEFAULT_MAX_OUTPUT_CHARS,
-    FORMATS,
-)
+from llm_marl.tools.calls.limits import DEFAULT_MAX_OUTPUT_CHARS, FORMATS, CallLimits
 from llm_marl.tools.calls.parsing import ParsedCalls, ToolCall, parse_tool_calls, tool_map
 from llm_marl.tools.calls.schema import Tool, ToolDefinitionError
 from llm_marl.tools.text import scrub_surrogates
@@ -70,15 +63,14 @@ class Toolbox:
     Args:
         tools: The :class:`Tool` objects (names must be unique).
         formats: Accepted call formats (see :data:`FORMATS`).
-        max_chars, max_calls, max_call_chars, max_depth: Parsing limits
-            (see :func:`parse_tool_calls`).
+        limits: How much of a completion :meth:`parse` reads (:class:`CallLimits`).
         max_output_chars: Cut each tool's output, and each error message a tool raises, to this
             many characters (default :data:`DEFAULT_MAX_OUTPUT_CHARS`; None: no cut), with a
             note saying how much was cut.
 
     Example::
 
-        box = Toolbox([search, browse], formats=("mcp",), max_calls=1)
+        box = Toolbox([search, browse], formats=("mcp",), limits=CallLimits(max_calls=1))
         infos["tools"] = box.schemas()
         for result in box.run(completion):
             messages.append(result.to_message())
@@ -89,10 +81,7 @@ class Toolbox:
         tools: Iterable[Tool],
         *,
         formats: Sequence[str] = FORMATS,
-        max_chars: int = DEFAULT_MAX_CHARS,
-        max_calls: int = DEFAULT_MAX_CALLS,
-        max_call_chars: int = DEFAULT_MAX_CALL_CHARS,
-        max_depth: int = DEFAULT_MAX_DEPTH,
+        limits: CallLimits = CallLimits(),
         max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
     ) -> None:
         self.tools = tool_map(tools)
@@ -100,10 +89,7 @@ class Toolbox:
         if unknown:
             raise ValueError(f"unknown tool-call formats {sorted(unknown)}; choose from {FORMATS}")
         self.formats = tuple(formats)
-        self.max_chars = max_chars
-        self.max_calls = max_calls
-        self.max_call_chars = max_call_chars
-        self.max_depth = max_depth
+        self.limits = limits
         self.max_output_chars = max_output_chars
 
     def schemas(self) -> list[dict[str, Any]]:
@@ -112,15 +98,7 @@ class Toolbox:
 
     def parse(self, completion: Any) -> ParsedCalls:
         """:func:`parse_tool_calls` with this toolbox's tools and limits."""
-        return parse_tool_calls(
-            completion,
-            self.tools,
-            formats=self.formats,
-            max_chars=self.max_chars,
-            max_calls=self.max_calls,
-            max_call_chars=self.max_call_chars,
-            max_depth=self.max_depth,
-        )
+        return parse_tool_calls(completion, self.tools, formats=self.formats, limits=self.limits)
 
     def execute(self, call: ToolCall) -> ToolResult:
         """Run one validated call.
