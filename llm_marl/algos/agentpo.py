@@ -93,9 +93,6 @@ class AgentPO(PolicyGradientAlgorithm[AgentPOConfig]):
 
     name: ClassVar[str] = "agentpo"
 
-    def __init__(self, config: AgentPOConfig | None = None) -> None:
-        super().__init__(config or AgentPOConfig())
-
     @property
     def collaborator(self) -> str:
         """The trained agent (known after :meth:`setup`)."""

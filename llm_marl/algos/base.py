@@ -22,10 +22,11 @@ and advantages are built (:meth:`~PolicyGradientAlgorithm.build_samples`).
 
 from __future__ import annotations
 
+import typing
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 from llm_marl.algos.samples import Sample
 from llm_marl.algos.update import PGConfig, make_optimizer, policy_gradient_update
@@ -203,7 +204,28 @@ class PolicyGradientAlgorithm(Algorithm, Generic[ConfigT]):
     ``executor="ray"``): :meth:`run_updates` hands them to remote learners, which hold the
     live weights and optimizer states (the Trainer copies them back before a checkpoint)."""
 
-    def __init__(self, config: ConfigT) -> None:
+    config_class: ClassVar[type[PGConfig]]
+    """The config class a subclass names as its type argument
+    (``class MAGRPO(PolicyGradientAlgorithm[MAGRPOConfig])``): built with its defaults when
+    no config is given."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # The type argument is the one home of "this algorithm's config": reading it here
+        # spares every subclass an __init__ that only says `config or MyConfig()`.
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            args = typing.get_args(base)
+            if args and isinstance(args[0], type) and issubclass(args[0], PGConfig):
+                cls.config_class = args[0]
+
+    def __init__(self, config: ConfigT | None = None) -> None:
+        if config is None:
+            if not hasattr(self, "config_class"):
+                raise TypeError(
+                    f"{type(self).__name__} has no default config: pass one, or name its "
+                    "config class as the type argument (PolicyGradientAlgorithm[MyConfig])"
+                )
+            config = cast("ConfigT", self.config_class())
         self.config = config
         self.groups = {}
         self.optimizers = {}

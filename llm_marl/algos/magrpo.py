@@ -156,7 +156,7 @@ class MAGRPO(PolicyGradientAlgorithm[MAGRPOConfig]):
     name: ClassVar[str] = "magrpo"
 
     def __init__(self, config: MAGRPOConfig | None = None) -> None:
-        super().__init__(config or MAGRPOConfig())
+        super().__init__(config)
         # schedule="buffered": per policy key, the buffered nodes as (turn, samples).
         self.buffers: dict[str, list[tuple[int, list[Sample]]]] = {}
 

@@ -178,9 +178,6 @@ class MATPO(PolicyGradientAlgorithm[MATPOConfig]):
 
     name: ClassVar[str] = "matpo"
 
-    def __init__(self, config: MATPOConfig | None = None) -> None:
-        super().__init__(config or MATPOConfig())
-
     def select_trainable(self, groups: PolicyGroups) -> PolicyGroups:
         roles = [self.config.planner, *self.config.workers]
         missing = [r for r in roles if r not in self.policies]

@@ -196,9 +196,6 @@ class ATGRPO(_ZooAlgorithm[ATGRPOConfig]):
 
     name: ClassVar[str] = "at-grpo"
 
-    def __init__(self, config: ATGRPOConfig | None = None) -> None:
-        super().__init__(config or ATGRPOConfig())
-
     def advantages(self, group: Sequence[Episode], agent: str) -> list[list[float]]:
         cfg = self.config
         return agent_turn_advantages(group, [agent], cfg.gamma, cfg.scale, cfg.reward_fn())[agent]
@@ -209,9 +206,6 @@ class DrMAS(_ZooAlgorithm[DrMASConfig]):
 
     name: ClassVar[str] = "drmas"
 
-    def __init__(self, config: DrMASConfig | None = None) -> None:
-        super().__init__(config or DrMASConfig())
-
     def advantages(self, group: Sequence[Episode], agent: str) -> list[list[float]]:
         cfg = self.config
         return per_agent_advantages(group, agent, cfg.gamma, cfg.scale, cfg.reward_fn())
@@ -221,9 +215,6 @@ class GiGPO(_ZooAlgorithm[GiGPOConfig]):
     """GiGPO (verl-agent): episode groups plus step groups over identical anchor states."""
 
     name: ClassVar[str] = "gigpo"
-
-    def __init__(self, config: GiGPOConfig | None = None) -> None:
-        super().__init__(config or GiGPOConfig())
 
     def advantages(self, group: Sequence[Episode], agent: str) -> list[list[float]]:
         cfg = self.config
@@ -239,7 +230,7 @@ class RAE(PolicyGradientAlgorithm[RAEConfig]):
     min_group_size: ClassVar[int] = 1
 
     def __init__(self, config: RAEConfig | None = None) -> None:
-        super().__init__(config or RAEConfig())
+        super().__init__(config)
         self.baseline = MovingBaseline(self.config.decay)
 
     def build_samples(self, episodes: list[Episode]) -> dict[str, list[Sample]]:

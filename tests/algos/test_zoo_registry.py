@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from llm_marl.algos import RAE, DrMASConfig, GiGPO, GiGPOConfig, RAEConfig
+from llm_marl.algos.base import PolicyGradientAlgorithm
 from llm_marl.algos.registry import algorithm_names, get_algorithm
 from llm_marl.errors import ConfigError
 from llm_marl.train.run import parse_run_config
@@ -20,6 +21,25 @@ def test_every_algorithm_is_registered_by_name():
     assert get_algorithm("drmas").config is DrMASConfig
     with pytest.raises(ConfigError, match="at-grpo"):
         get_algorithm("atgrpo")
+
+
+def test_without_a_config_an_algorithm_takes_its_registered_configs_defaults():
+    for name in algorithm_names():
+        spec = get_algorithm(name)
+        assert spec.algorithm().config == spec.config(), name
+    # RAE's own __init__ (its baseline) still reads the config it was given.
+    assert RAE(RAEConfig(decay=0.5)).baseline.decay == 0.5
+
+
+def test_an_algorithm_without_a_config_type_argument_needs_a_config():
+    class Unparameterised(PolicyGradientAlgorithm):
+        def build_samples(self, episodes):
+            return {}
+
+    with pytest.raises(TypeError, match="Unparameterised has no default config"):
+        Unparameterised()
+    config = RAEConfig()
+    assert Unparameterised(config).config is config
 
 
 def test_a_zoo_algorithm_from_the_command_line_with_another_loss():
