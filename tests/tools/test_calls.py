@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from llm_marl.errors import InfrastructureError, LLMMarlError
 from llm_marl.tools.calls import (
-    DEFAULT_MAX_CALLS,
     CallLimits,
     Tool,
     Toolbox,
@@ -560,9 +559,9 @@ def test_duplicate_openai_calls():
 
 
 def test_too_many_calls():
-    text = "".join(hermes("search", {"query": str(i)}) for i in range(DEFAULT_MAX_CALLS + 5))
+    text = "".join(hermes("search", {"query": str(i)}) for i in range(CallLimits.max_calls + 5))
     parsed = parse_tool_calls(text, TOOLS)
-    assert len(parsed.calls) == DEFAULT_MAX_CALLS
+    assert len(parsed.calls) == CallLimits.max_calls
     assert parsed.items[-1].kind == "too_many" and "5 more ignored" in parsed.items[-1].message
     one = parse_tool_calls(text, TOOLS, limits=CallLimits(max_calls=1))
     assert len(one.calls) == 1 and one.items[-1].kind == "too_many"
@@ -610,7 +609,7 @@ def test_many_small_blocks_of_both_formats():
     block = hermes("search", {"query": "a"}) + mcp("s", "search", '{"query": "b"}')
     text = block * 50_000  # ~7 MB
     parsed = parse_tool_calls(text, TOOLS, limits=CallLimits(max_chars=len(text)))
-    assert len(parsed.items) == DEFAULT_MAX_CALLS + 1
+    assert len(parsed.items) == CallLimits.max_calls + 1
     assert parsed.items[-1].kind == "too_many"
 
 

@@ -20,10 +20,7 @@ ORDER = ("limits", "validation", "schema", "parsing", "toolbox")
 """Each module may import only the ones before it."""
 
 PUBLIC = [
-    "DEFAULT_MAX_CALLS",
-    "DEFAULT_MAX_CALL_CHARS",
-    "DEFAULT_MAX_CHARS",
-    "DEFAULT_MAX_DEPTH",
+    "CallLimits",
     "FORMATS",
     "ParsedCalls",
     "Tool",

@@ -81,10 +81,6 @@ What the parser hands out is plain JSON data that is safe downstream:
 """
 
 from llm_marl.tools.calls.limits import (
-    DEFAULT_MAX_CALL_CHARS,
-    DEFAULT_MAX_CALLS,
-    DEFAULT_MAX_CHARS,
-    DEFAULT_MAX_DEPTH,
     FORMATS,
     CallLimits,
     json_depth_exceeds,
@@ -104,10 +100,6 @@ from llm_marl.tools.text import scrub_surrogates
 
 __all__ = [
     "CallLimits",
-    "DEFAULT_MAX_CALLS",
-    "DEFAULT_MAX_CALL_CHARS",
-    "DEFAULT_MAX_CHARS",
-    "DEFAULT_MAX_DEPTH",
     "FORMATS",
     "ParsedCalls",
     "Tool",

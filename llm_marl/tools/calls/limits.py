@@ -39,19 +39,6 @@ class CallLimits:
     """Deepest JSON nesting accepted in a call (objects and arrays)."""
 
 
-# The defaults under the names they had before CallLimits gathered them (still exported).
-DEFAULT_MAX_CHARS = CallLimits.max_chars
-"""The default :attr:`CallLimits.max_chars`."""
-
-DEFAULT_MAX_CALLS = CallLimits.max_calls
-"""The default :attr:`CallLimits.max_calls`."""
-
-DEFAULT_MAX_CALL_CHARS = CallLimits.max_call_chars
-"""The default :attr:`CallLimits.max_call_chars`."""
-
-DEFAULT_MAX_DEPTH = CallLimits.max_depth
-"""The default :attr:`CallLimits.max_depth`."""
-
 DEFAULT_MAX_OUTPUT_CHARS = 64 * 1024
 """Characters of one tool result a :class:`~llm_marl.tools.calls.Toolbox` posts by default
 (its output or its error message): one call cannot put megabytes into the next prompt."""

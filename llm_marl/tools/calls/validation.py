@@ -10,7 +10,7 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from llm_marl.tools.calls.limits import DEFAULT_MAX_DEPTH, short
+from llm_marl.tools.calls.limits import CallLimits, short
 from llm_marl.tools.text import scrub_surrogates
 
 
@@ -271,7 +271,7 @@ def _plain_json(value: Any, levels: int) -> Any:
 
 
 def validate_arguments(
-    arguments: Any, tool: HasParameters, *, max_depth: int = DEFAULT_MAX_DEPTH
+    arguments: Any, tool: HasParameters, *, max_depth: int = CallLimits.max_depth
 ) -> tuple[dict[str, Any] | None, str | None]:
     """Check ``arguments`` against ``tool.parameters``.
 
