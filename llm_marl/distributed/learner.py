@@ -122,10 +122,10 @@ class LearnerSharding:
     world_size: int
     config: ShardingConfig
     """How :func:`~llm_marl.policies.sharded.shard_policy` shards it (mixed precision...)."""
-    save: Callable[[str, Any, Any], Any]
-    """``(path, policy, optimizer)``: every rank writes its DCP shards of the policy's weights
-    and optimizer state (the Trainer's :func:`~llm_marl.train.sharded_checkpoint.save_sharded`,
-    the torchrun path's own)."""
+    checkpoint: Callable[[Any, Any], Any]
+    """``(policy, optimizer) -> state`` whose ``state.save(path)`` every rank calls to write its
+    DCP shards of the policy's weights and optimizer state (the Trainer's
+    :class:`~llm_marl.train.sharded_checkpoint.LearnerState`, the torchrun path's own)."""
 
 
 @dataclass

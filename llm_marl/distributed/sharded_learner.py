@@ -23,7 +23,7 @@ at once:
   the engines) or the full parameters and the scheduler state (for the driver's mirror, before
   a checkpoint), on rank 0;
 * :meth:`ShardedLearner.save_shards`: every rank's DCP shards of the weights and optimizer
-  state (the torchrun path's ``save_sharded``) into the checkpoint being written;
+  state (the torchrun path's ``LearnerState.save``) into the checkpoint being written;
 * :meth:`ShardedLearner.save`: a consolidated Hugging Face directory (the files fallback of the
   engine sync).
 
@@ -151,7 +151,7 @@ class ShardedLearner(Learner):
 
     def save_shards(self, path: str) -> None:
         """Collective: every rank writes its DCP shards of the weights and optimizer state."""
-        self.sharding.save(path, self.policy, self.optimizer)
+        self.sharding.checkpoint(self.policy, self.optimizer).save(path)
 
 
 def load_full(

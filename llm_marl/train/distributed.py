@@ -422,10 +422,10 @@ class ShardedTrainer(Trainer):
         """Every rank: each sharded policy's weights and optimizer state to
         ``folder/sharded/<key>`` (DCP; collective)."""
         from llm_marl.train.checkpoint import SHARDED
-        from llm_marl.train.sharded_checkpoint import save_sharded, sharded_learners
+        from llm_marl.train.sharded_checkpoint import LearnerState, sharded_learners
 
         for key, (policy, optimizer) in sorted(sharded_learners(self.algorithm).items()):
-            save_sharded(folder / SHARDED / key, policy, optimizer)
+            LearnerState(policy, optimizer).save(folder / SHARDED / key)
 
     def save_checkpoint(self) -> Path:
         """Collective: rank 0 writes the checkpoint and every rank its DCP shards into it

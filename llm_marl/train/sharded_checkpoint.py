@@ -1,10 +1,10 @@
 """Sharded learner checkpoints with ``torch.distributed.checkpoint`` (DCP).
 
-:func:`save_sharded` writes a policy's trainable weights, its optimizer state and its
-scheduler state as a DCP checkpoint: every rank writes its own shards, in parallel, and no
-rank gathers the model. :func:`load_sharded` reads one into a policy sharded over any number
-of ranks -- or not sharded at all (one process, no process group): DCP re-slices the saved
-shards for the layout it loads into. Keys are the model's parameter names
+:class:`LearnerState` is a learner checkpoint: a policy's trainable weights, its optimizer and
+its scheduler state. Its ``save`` writes a DCP checkpoint: every rank writes its own shards, in
+parallel, and no rank gathers the model. Its ``load`` reads one into a policy sharded over any
+number of ranks -- or not sharded at all (one process, no process group): DCP re-slices the
+saved shards for the layout it loads into. Keys are the model's parameter names
 (``get_state_dict`` / ``set_state_dict`` of ``torch.distributed.checkpoint.state_dict``), so
 the optimizer state follows its parameters whatever the sharding.
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
     from llm_marl.policies.hf import HFPolicy
 
-__all__ = ["load_full", "load_sharded", "restore_optimizers", "save_sharded", "sharded_learners"]
+__all__ = ["LearnerState", "load_full", "restore_optimizers", "sharded_learners"]
 
 FullWeights = Callable[["HFPolicy"], "Mapping[str, torch.Tensor] | None"]
 """A sharded policy's trainable weights, whole, by the model's parameter names, on rank 0 (the
@@ -54,18 +55,6 @@ def _options() -> Any:
     return StateDictOptions(ignore_frozen_params=True, strict=False)
 
 
-def _state(policy: HFPolicy, optimizer: Optimizer, scheduler: LRScheduler | None) -> dict[str, Any]:
-    """What a sharded checkpoint holds, as DCP saves and loads it: this rank's shards of the
-    trainable weights and of the optimizer state (by parameter name), and the scheduler state."""
-    from torch.distributed.checkpoint.state_dict import get_state_dict
-
-    model_state, optim_state = get_state_dict(policy.model, optimizer, options=_options())
-    state: dict[str, Any] = {"model": model_state, "optimizer": optim_state}
-    if scheduler is not None:
-        state["scheduler"] = scheduler.state_dict()
-    return state
-
-
 def _barrier(policy: HFPolicy) -> None:
     import torch.distributed as dist
 
@@ -74,69 +63,80 @@ def _barrier(policy: HFPolicy) -> None:
         dist.barrier(group=dp.group)
 
 
-def save_sharded(
-    path: str | os.PathLike[str],
-    policy: HFPolicy,
-    optimizer: Optimizer,
-    scheduler: LRScheduler | None = None,
-) -> Path:
-    """Write ``policy``'s trainable weights, optimizer and scheduler state to ``path``.
+@dataclass
+class LearnerState:
+    """A learner checkpoint, as DCP's ``Stateful`` (:meth:`state_dict`, :meth:`load_state_dict`).
 
-    Every rank of the policy's group calls it. The checkpoint appears whole or not at all: the
-    ranks write into ``PATH.tmp`` and the first rank moves it into place after all are done.
+    :meth:`save` and :meth:`load` give DCP its state dict as the checkpoint's top level (keys
+    ``model.*``, ``optimizer.*``, ``scheduler.*``): under a key of its own, as a value of a larger
+    state dict, every key would gain that prefix and earlier checkpoints would no longer load.
     """
-    import torch.distributed.checkpoint as dcp
 
-    out = Path(path)
-    tmp = out.with_name(out.name + ".tmp")
-    dp = data_parallel(policy)
-    first = dp is None or dp.rank == 0
-    if first:
-        shutil.rmtree(tmp, ignore_errors=True)
-        out.parent.mkdir(parents=True, exist_ok=True)
-    _barrier(policy)
-    state = _state(policy, optimizer, scheduler)
-    dcp.save(state, checkpoint_id=str(tmp), process_group=dp.group if dp else None)
-    _barrier(policy)
-    if first:
-        replace_dir(tmp, out)
-    _barrier(policy)
-    return out
+    policy: HFPolicy
+    optimizer: Optimizer
+    scheduler: LRScheduler | None = None
 
+    def state_dict(self) -> dict[str, Any]:
+        """This rank's shards of the trainable weights and optimizer state (by parameter name),
+        and the scheduler state."""
+        from torch.distributed.checkpoint.state_dict import get_state_dict
 
-def load_sharded(
-    path: str | os.PathLike[str],
-    policy: HFPolicy,
-    optimizer: Optimizer,
-    scheduler: LRScheduler | None = None,
-) -> None:
-    """Load a :func:`save_sharded` checkpoint into ``policy``, ``optimizer`` and ``scheduler``.
+        model, optim = get_state_dict(self.policy.model, self.optimizer, options=_options())
+        state: dict[str, Any] = {"model": model, "optimizer": optim}
+        if self.scheduler is not None:
+            state["scheduler"] = self.scheduler.state_dict()
+        return state
 
-    The policy may be sharded over any number of ranks (every rank calls it), or be a plain
-    single-process policy.
-    """
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import set_state_dict
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Put a :meth:`state_dict` (as DCP loaded it) into the policy, optimizer and scheduler."""
+        from torch.distributed.checkpoint.state_dict import set_state_dict
 
-    src = Path(path)
-    if not (src / ".metadata").is_file():
-        raise CheckpointError(f"{src} is not a sharded checkpoint (no .metadata)")
-    dp = data_parallel(policy)
-    # get_state_dict builds a fresh optimizer's state (a zero-lr step) so that DCP has
-    # tensors to load into -- but not when a gradient is left over (e.g. from a format
-    # warm-up): it would then load no moments at all. The checkpoint replaces them anyway.
-    optimizer.zero_grad(set_to_none=True)
-    state = _state(policy, optimizer, scheduler)
-    dcp.load(state, checkpoint_id=str(src), process_group=dp.group if dp else None)
-    set_state_dict(
-        policy.model,
-        optimizer,
-        model_state_dict=state["model"],
-        optim_state_dict=state["optimizer"],
-        options=_options(),
-    )
-    if scheduler is not None:
-        scheduler.load_state_dict(state["scheduler"])
+        set_state_dict(
+            self.policy.model,
+            self.optimizer,
+            model_state_dict=state_dict["model"],
+            optim_state_dict=state_dict["optimizer"],
+            options=_options(),
+        )
+        if self.scheduler is not None:
+            self.scheduler.load_state_dict(state_dict["scheduler"])
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the state to ``path``; every rank of the policy's group calls it. The checkpoint
+        appears whole or not at all: the ranks write into ``PATH.tmp``, which the first rank
+        moves into place after all are done."""
+        import torch.distributed.checkpoint as dcp
+
+        out = Path(path)
+        tmp = out.with_name(out.name + ".tmp")
+        dp = data_parallel(self.policy)
+        first = dp is None or dp.rank == 0
+        if first:
+            shutil.rmtree(tmp, ignore_errors=True)
+            out.parent.mkdir(parents=True, exist_ok=True)
+        _barrier(self.policy)
+        dcp.save(self.state_dict(), checkpoint_id=str(tmp), process_group=dp.group if dp else None)
+        _barrier(self.policy)
+        if first:
+            replace_dir(tmp, out)
+        _barrier(self.policy)
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        """Load a :meth:`save` checkpoint into the policy, optimizer and scheduler: a policy
+        sharded over any number of ranks (every rank calls it), or a plain one-process one."""
+        import torch.distributed.checkpoint as dcp
+
+        src = Path(path)
+        if not (src / ".metadata").is_file():
+            raise CheckpointError(f"{src} is not a sharded checkpoint (no .metadata)")
+        dp = data_parallel(self.policy)
+        # get_state_dict builds a fresh optimizer's state (a zero-lr step) so that DCP has
+        # tensors to load into -- but not when a gradient is left over (e.g. from a format
+        # warm-up): it would then load no moments at all. The checkpoint replaces them anyway.
+        self.optimizer.zero_grad(set_to_none=True)
+        state = self.state_dict()
+        dcp.load(state, checkpoint_id=str(src), process_group=dp.group if dp else None)
+        self.load_state_dict(state)
 
 
 def sharded_learners(algorithm: Any) -> dict[str, tuple[HFPolicy, Optimizer]]:
@@ -161,11 +161,10 @@ def restore_optimizers(
     ``state`` is an ``algorithm.pt`` read by :func:`~llm_marl.train.checkpoint.load_checkpoint`
     (markers resolved to absolute paths); ``algorithm.load_state_dict(state)`` then restores
     the rest as for any checkpoint. An entry naming a DCP folder is loaded with its weights by
-    :func:`load_sharded`, into policies sharded over any number of ranks (every rank calls it)
-    or plain single-process ones. A plain entry (a single-process run's checkpoint) of a
-    sharded policy is loaded with
-    :func:`~llm_marl.distributed.sharded_learner.load_full` from rank 0, with the policy's weights from
-    ``full_weights``; without ``full_weights`` it is refused.
+    :meth:`LearnerState.load`, into policies sharded over any number of ranks (every rank calls
+    it) or plain single-process ones. A plain entry (a single-process run's checkpoint) of a
+    sharded policy is loaded with :func:`~llm_marl.distributed.sharded_learner.load_full` from
+    rank 0, with the policy's weights from ``full_weights``; without them it is refused.
     """
     from llm_marl.train.checkpoint import dcp_path
 
@@ -181,7 +180,7 @@ def restore_optimizers(
         policy = groups[key][0]
         dp = data_parallel(policy)
         if path is not None:
-            load_sharded(path, policy, optimizers[key])
+            LearnerState(policy, optimizers[key]).load(path)
         elif dp is None:
             continue  # a plain state for a plain optimizer: algorithm.load_state_dict
         elif full_weights is None:

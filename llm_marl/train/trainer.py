@@ -747,11 +747,11 @@ def learner_specs(
     from llm_marl.algos.base import PolicyGradientAlgorithm
     from llm_marl.algos.update import make_optimizer, policy_gradient_update
     from llm_marl.distributed.learner import LearnerSharding, LearnerSpec
-    from llm_marl.train.sharded_checkpoint import save_sharded
+    from llm_marl.train.sharded_checkpoint import LearnerState
 
     group = None
     if world_size > 1:
-        group = LearnerSharding(world_size, sharding or ShardingConfig(), save_sharded)
+        group = LearnerSharding(world_size, sharding or ShardingConfig(), LearnerState)
 
     if not isinstance(algorithm, PolicyGradientAlgorithm):
         raise ConfigError(

@@ -458,7 +458,7 @@ def test_bad_resources_are_one_line_errors_before_any_actor(tiny_policy):
     # A sharded learner reserves one bundle per rank: 4 ranks x 1 CPU do not fit 2 CPUs.
     ex = RayExecutor(RayResources(learner_cpus=1, **HALF))
     spec = LearnerSpec("left", tiny_policy, None, None, None, None, None)
-    spec.sharding = LearnerSharding(4, ShardingConfig(), save=lambda *a: None)
+    spec.sharding = LearnerSharding(4, ShardingConfig(), checkpoint=lambda *a: None)
     ex.attach_learners([spec])
     with pytest.raises(ConfigError, match=r"asks for 5\.5 CPU\(s\) .* \+ 4 learner\(s\) x 1\)"):
         ex.start({"left": tiny_policy, "right": tiny_policy})

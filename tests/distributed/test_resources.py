@@ -182,6 +182,6 @@ def test_a_sharded_learner_under_ray_refuses_what_it_does_not_do_in_one_line(
         assert err.count("\n") == 1 and message in err, err
     ex = RayExecutor(RayResources(learner_gpus=0.5))
     spec = LearnerSpec("left", tiny_policy, None, None, None, None, None)
-    spec.sharding = LearnerSharding(2, ShardingConfig(), save=lambda *a: None)
+    spec.sharding = LearnerSharding(2, ShardingConfig(), checkpoint=lambda *a: None)
     with pytest.raises(ConfigError, match="ranks each need whole GPUs"):
         ex.attach_learners([spec])

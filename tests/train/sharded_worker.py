@@ -142,7 +142,7 @@ def main(rank: int, world: int, port: int, model_dir: str, out: Path) -> None:
 
     from llm_marl.algos.update import make_optimizer
     from llm_marl.policies.sharded import ShardingConfig, push_weights, save_hf, shard_policy
-    from llm_marl.train.sharded_checkpoint import load_sharded, save_sharded
+    from llm_marl.train.sharded_checkpoint import LearnerState
 
     torch.set_num_threads(1)
     dist.init_process_group(
@@ -160,7 +160,7 @@ def main(rank: int, world: int, port: int, model_dir: str, out: Path) -> None:
         norms = train(policy, optimizer, scheduler, case, range(STEPS))
         result: dict[str, Any] = {"after": weights(policy), "grad_norms": norms}
         if i in CHECKPOINT_CASES:
-            save_sharded(out / f"ckpt-{i}", policy, optimizer, scheduler)
+            LearnerState(policy, optimizer, scheduler).save(out / f"ckpt-{i}")
             save_hf(policy, out / f"hf-{i}")
             train(policy, optimizer, scheduler, case, range(STEPS, STEPS + 1))
             result["continued"] = weights(policy)
@@ -173,7 +173,7 @@ def main(rank: int, world: int, port: int, model_dir: str, out: Path) -> None:
             )
             result["pushed"] = seen
             resumed, optimizer, scheduler = built(case)
-            load_sharded(out / f"ckpt-{i}", resumed, optimizer, scheduler)
+            LearnerState(resumed, optimizer, scheduler).load(out / f"ckpt-{i}")
             train(resumed, optimizer, scheduler, case, range(STEPS, STEPS + 1))
             result["resumed"] = weights(resumed)
         if rank == 0:

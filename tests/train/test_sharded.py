@@ -98,7 +98,7 @@ def test_sharded_checkpoint_resumes_on_one_and_on_two_ranks(
     two_ranks: Path, tiny_lm_path: str, i: int
 ) -> None:
     from llm_marl.algos.update import make_optimizer
-    from llm_marl.train.sharded_checkpoint import load_sharded
+    from llm_marl.train.sharded_checkpoint import LearnerState
 
     sharded = torch.load(two_ranks / f"case-{i}.pt")
     # On 2 ranks: the resumed run continues exactly as the uninterrupted one.
@@ -109,7 +109,7 @@ def test_sharded_checkpoint_resumes_on_one_and_on_two_ranks(
     case = cases.CASES[i]
     policy = cases.make_policy(tiny_lm_path, case)
     optimizer, scheduler = make_optimizer(policy.parameters(), cases.pg_config(case))
-    load_sharded(two_ranks / f"ckpt-{i}", policy, optimizer, scheduler)
+    LearnerState(policy, optimizer, scheduler).load(two_ranks / f"ckpt-{i}")
     _assert_close(cases.weights(policy), sharded["after"])
     cases.train(policy, optimizer, scheduler, case, range(cases.STEPS, cases.STEPS + 1))
     _assert_close(cases.weights(policy), sharded["continued"])
