@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_marl.errors import InfrastructureError, LLMMarlError
+from llm_marl.errors import ConfigError, InfrastructureError, LLMMarlError
 from llm_marl.tools.calls import (
     CallLimits,
     Tool,
@@ -1191,3 +1191,10 @@ def test_many_keys_and_a_late_duplicate():
     late = body.replace('"k3999": 3999', '"k0": 3999')
     item = only(parse_tool_calls(f"<tool_call>{late}</tool_call>", CALC))
     assert isinstance(item, ToolCallError) and "duplicate key 'k0'" in item.message
+
+
+@pytest.mark.parametrize("field", ["max_chars", "max_calls", "max_call_chars", "max_depth"])
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "8", True, None])
+def test_call_limits_refuse_anything_but_a_positive_int_where_they_are_built(field, bad):
+    with pytest.raises(ConfigError, match=f"CallLimits.{field} must be an int >= 1"):
+        CallLimits(**{field: bad})

@@ -12,6 +12,7 @@ import reprlib
 from dataclasses import dataclass
 from typing import Any
 
+from llm_marl.checks import check_int
 from llm_marl.tools.text import scrub_surrogates
 
 FORMATS: tuple[str, ...] = ("hermes", "mcp", "openai")
@@ -37,6 +38,10 @@ class CallLimits:
 
     max_depth: int = 32
     """Deepest JSON nesting accepted in a call (objects and arrays)."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_chars", "max_calls", "max_call_chars", "max_depth"):
+            check_int(getattr(self, name), f"CallLimits.{name}")
 
 
 DEFAULT_MAX_OUTPUT_CHARS = 64 * 1024

@@ -461,7 +461,7 @@ def parse_tool_calls(
     if unknown:
         raise ValueError(f"unknown tool-call formats {sorted(unknown)}; choose from {FORMATS}")
     max_chars = limits.max_chars
-    col = _Collector(tool_map(tools), max(1, limits.max_calls), limits.max_depth)
+    col = _Collector(tool_map(tools), limits.max_calls, limits.max_depth)
     if isinstance(completion, str):
         content: Any = completion
         tool_calls = None
