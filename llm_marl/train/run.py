@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from llm_marl.algos.registry import algorithm_names, get_algorithm
 from llm_marl.errors import ConfigError
-from llm_marl.policies.base import Policy
+from llm_marl.policies.base import Policy, ScriptedPolicy
 from llm_marl.tools.files import no_space
 from llm_marl.train.config import (
     CommandLine,
@@ -41,12 +41,13 @@ from llm_marl.train.config import (
     read_config_file,
     write_config_file,
 )
-from llm_marl.train.models import TINY, PoliciesConfig
+from llm_marl.train.models import TINY, PoliciesConfig, frozen_vllm_agents
 from llm_marl.train.presets import Preset, auto_preset, get_preset, presets_for
 from llm_marl.train.trainer import TrainerConfig, TrainResult
 
 if TYPE_CHECKING:
     from llm_marl.policies.hf import HFPolicy
+    from llm_marl.train.distributed import LearnerGroup
 
 __all__ = [
     "CONFIG_FILE",
@@ -331,7 +332,8 @@ def build_policies(config: RunConfig, *, engines: bool = True) -> dict[str, Poli
     with the same spec (other than ``tiny``) share one policy object: one model in memory, one
     batched generate call. Sets torch's thread count if ``policies.threads`` is set. With
     ``policies.backend vllm`` the trainable policies get their vLLM engines, unless
-    ``engines`` is false (a sharded learner attaches rank 0's engines after sharding).
+    ``engines`` is false: a sharded learner attaches rank 0's engines after sharding, and its
+    frozen ``vllm:`` agents are stand-ins until then (:func:`_attach_frozen_vllm`).
     """
     from llm_marl.policies.quiet import quiet_transformers
     from llm_marl.train.logging import check_logging_backends
@@ -381,12 +383,16 @@ def _build_policies(config: RunConfig, engines: bool) -> dict[str, Policy]:
 
     policies: dict[str, Policy] = {}
     by_spec: dict[str, Policy] = {}  # one policy per frozen spec (a team of solvers: one model)
+    frozen_vllm = frozen_vllm_agents(pc)
     for spec in set(pc.frozen.values()) - {TINY}:  # one policy per spec: one prompt mode
         prompt_mode_of(pc, [a for a in agents if pc.frozen.get(a) == spec])
     for j, agent in enumerate(a for a in agents if a in pc.frozen):
         spec = pc.frozen[agent]
         if spec in by_spec:
             policies[agent] = by_spec[spec]
+            continue
+        if not engines and agent in frozen_vllm:
+            policies[agent] = ScriptedPolicy(_rank_zero_samples, name=agent)
             continue
         policies[agent] = frozen_policy(
             spec,
@@ -413,16 +419,51 @@ def _build_policies(config: RunConfig, engines: bool) -> dict[str, Policy]:
     if pc.backend == "vllm" and engines:  # after the warm-up: engines start warmed up
         vllm_samplers(learners, pc)
     policies.update(learners)
-    _limit_prompts(pc, policies)
+    _limit_prompts(pc, policies, stand_ins=not engines)
     return {a: policies[a] for a in agents}
 
 
-def _limit_prompts(config: PoliciesConfig, policies: Mapping[str, Policy]) -> None:
-    """Apply ``policies.max_prompt_tokens`` to the local models that play those agents."""
+def _rank_zero_samples(conversation: Any) -> str:
+    raise RuntimeError("only rank 0 samples in a sharded learner")
+
+
+def _attach_frozen_vllm(
+    policies: dict[str, Policy], config: PoliciesConfig, group: LearnerGroup
+) -> list[Policy]:
+    """Rank 0 of a sharded learner: build the frozen ``vllm:`` agents' engines in place of
+    their stand-ins (in-process vLLM would take the learner's process group: each engine's
+    worker runs in a process of its own, started after the group is joined, as for
+    ``policies.backend vllm``). The other ranks never sample and keep the stand-ins. Returns
+    the engines (to close)."""
+    from llm_marl.train.models import frozen_policy
+
+    if group.rank != 0:
+        return []
+    by_spec: dict[str, Policy] = {}
+    for agent in frozen_vllm_agents(config):
+        spec = config.frozen[agent]
+        if spec not in by_spec:
+            by_spec[spec] = frozen_policy(
+                spec, agent, config, ".", vllm_settings={"worker_process": True}
+            )
+        policies[agent] = by_spec[spec]
+    _limit_prompts(config, policies)
+    return list(by_spec.values())
+
+
+def _limit_prompts(
+    config: PoliciesConfig, policies: Mapping[str, Policy], *, stand_ins: bool = False
+) -> None:
+    """Apply ``policies.max_prompt_tokens`` to the local models that play those agents
+    (``stand_ins``: not yet to the frozen ``vllm:`` agents, whose engines a sharded learner
+    builds later)."""
     unknown = sorted(set(config.max_prompt_tokens) - set(policies))
     if unknown:
         raise ConfigError(f"policies.max_prompt_tokens names {unknown}, which are not agents")
+    later = frozen_vllm_agents(config) if stand_ins else []
     for agent, limit in config.max_prompt_tokens.items():
+        if agent in later:
+            continue
         chat = getattr(policies[agent], "chat", None)
         if chat is None:
             raise ConfigError(
@@ -636,13 +677,6 @@ def _run_sharded(config: RunConfig) -> TrainResult:
 
     pc, tc = config.policies, config.trainer
     check_launch(pc.world_size)  # before anything else: how to launch it, in one line
-    frozen_vllm = sorted(a for a, spec in pc.frozen.items() if spec.startswith("vllm:"))
-    if frozen_vllm:
-        raise ConfigError(
-            f"policies.world_size={pc.world_size}: frozen vllm: agents {frozen_vllm} would build "
-            "an in-process engine on every rank, which takes the learner's process group; use "
-            "hf: specs for them (policies.backend vllm serves the trainable agents)"
-        )
     check_vllm_installed(pc)
     group = init_learner_group(pc)
     samplers: list[Any] = []
@@ -665,13 +699,14 @@ def _run_sharded(config: RunConfig) -> TrainResult:
             )
             config = dataclasses.replace(config, trainer=quiet)
         config = attach_judge(attach_expert(config))
-        # Rank 0's vLLM engines (policies.backend vllm) start after the group is joined, with
-        # their workers in processes of their own (see attach_vllm_samplers).
+        # Rank 0's vLLM engines (policies.backend vllm, frozen vllm: agents) start after the
+        # group is joined, with their workers in processes of their own.
         policies = build_policies(config, engines=False)
         join_learner_group(group)
         policies = shard_learners(policies, config.policies, group)
+        samplers += _attach_frozen_vllm(policies, config.policies, group)
         if pc.backend == "vllm":
-            samplers = attach_vllm_samplers(policies, config.policies, group)
+            samplers += attach_vllm_samplers(policies, config.policies, group)
         algorithm = get_algorithm(config.algo).build(config.algorithm)
         trainer = ShardedTrainer(algorithm, policies, config.trainer, group=group)
         if group.rank == 0:

@@ -317,7 +317,8 @@ def test_world_size_without_torchrun_is_one_line(monkeypatch, capsys, tmp_path: 
 @pytest.mark.parametrize(
     ("flag", "value", "words"),
     [
-        ("--policies.frozen.right", "vllm:/nowhere", "frozen vllm: agents ['right']"),
+        # Before any rank waits for the others: without vLLM, a frozen vllm: agent cannot be.
+        ("--policies.frozen.right", "vllm:/nowhere", "vllm: agents ['right'] need vLLM"),
         ("--trainer.executor", "ray", "executor ray"),
     ],
 )

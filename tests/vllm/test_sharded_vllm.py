@@ -1,12 +1,14 @@
 """``policies.backend vllm`` with a sharded learner: ``llm-marl train`` under torchrun, 2 gloo
-ranks, rank 0 sampling with a vLLM engine whose worker runs in a process of its own.
+ranks, rank 0 sampling with vLLM engines whose workers run in processes of their own.
 
 One module-scoped pair of runs (the same 2-step config in one process and on 2 ranks) serves
-the tests: the sharded run ends with the single-process run's weights and metrics (both sample
-with vLLM and per-request seeds, so the same weights give the same samples), and rank 0's
-engine holds the learner's weights after every sync -- the log-probs it reports for its greedy
-completion of a probe prompt equal the sharded learner's own (tests/vllm/sharded_probe.py
-measures them before the first rollout and after each update).
+the tests. The trainable ``left`` samples with its learner's engine; its partner ``right`` is a
+frozen ``vllm:`` agent (a tiny LM taught the answer format), built on rank 0 only. The sharded
+run ends with the single-process run's weights and metrics (both sample with vLLM and
+per-request seeds, so the same weights give the same samples), no episode of either failed,
+and rank 0's learner engine holds the learner's weights after every sync -- the log-probs it
+reports for its greedy completion of a probe prompt equal the sharded learner's own
+(tests/vllm/sharded_probe.py measures them before the first rollout and after each update).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import torch
 from safetensors.torch import load_file
 
 from llm_marl.cli import main
-from llm_marl.policies import build_tiny_lm
+from llm_marl.policies import HFPolicy, build_tiny_lm
+from llm_marl.train.warmup import toy_format_warmup
 
 pytestmark = pytest.mark.vllm
 
@@ -33,11 +36,12 @@ STEPS = 2
 ENGINE = {"kv_cache_memory_bytes": 32 << 20, "max_model_len": 512, "cpu_threads": 1}
 
 
-def _argv(lm_path: str, out: Path) -> list[str]:
+def _argv(lm_path: str, partner: str, out: Path) -> list[str]:
     argv = ["train", "--algo", "magrpo", "--preset", "toy-coordination", "--steps", str(STEPS)]
-    # The warm-up gives the agents non-zero rewards at step 1: its update changes the weights
-    # that step 2's rollout must sample with.
-    argv += ["--model", f"hf:{lm_path}", "--format-warmup-steps", "20", "--policies.share", "true"]
+    # The warm-up (of left; right was taught the same before it was frozen) gives the agents
+    # non-zero rewards at step 1: its update changes the weights step 2's rollout samples with.
+    argv += ["--model", f"hf:{lm_path}", "--format-warmup-steps", "20"]
+    argv += ["--policies.frozen.right", f"vllm:{partner},max_model_len=512"]
     argv += ["--group-size", "2", "--tasks-per-step", "2", "--eval-tasks", "1"]
     argv += ["--trainer.eval_at_start", "false", "--max-new-tokens", "4", "--algorithm.lr", "0.05"]
     argv += ["--no-progress", "--no-plot", "--output-dir", str(out)]
@@ -49,6 +53,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     """(single-process run, 2-rank run, the 2-rank run's probe file)."""
     tmp = tmp_path_factory.mktemp("sharded-vllm")
     lm_path = build_tiny_lm(tmp / "lm", hidden_size=64, num_heads=2)
+    partner = tmp / "partner"
+    teacher = HFPolicy(lm_path, trainable=True, name="right")
+    toy_format_warmup({"right": teacher}, "coordination-v0", steps=20)
+    teacher.model.save_pretrained(partner)
+    teacher.tokenizer.save_pretrained(partner)
     single, sharded, probe = tmp / "single", tmp / "sharded", tmp / "probe.jsonl"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -56,14 +65,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(name, None)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    cmd += [str(ROOT / "tests" / "vllm" / "sharded_probe.py"), *_argv(lm_path, sharded)]
+    cmd += [
+        str(ROOT / "tests" / "vllm" / "sharded_probe.py"),
+        *_argv(lm_path, str(partner), sharded),
+    ]
     cmd += ["--policies.world_size", "2"]
     log = tmp / "torchrun.log"
     with log.open("w") as sink:
         # The reference run plays in this process while torchrun's ranks start.
         proc = subprocess.Popen(cmd, env=env, stdout=sink, stderr=subprocess.STDOUT, cwd=ROOT)
         try:
-            assert main(_argv(lm_path, single)) == 0
+            assert main(_argv(lm_path, str(partner), single)) == 0
             assert proc.wait(timeout=600) == 0, log.read_text()[-6000:]
         finally:
             if proc.poll() is None:
@@ -100,6 +112,9 @@ def test_two_ranks_with_a_vllm_sampler_train_like_one_process(runs) -> None:
             if key in a:
                 assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), key
     assert any(r.get("grad_norm", 0) > 0 for r in rows_one)  # it learned something
+    # Every episode was played: on rank 0 the frozen partner is its vLLM engine, not a stand-in.
+    assert all(r["dropped"] == 0 for r in rows_one + rows_two if "dropped" in r)
+    assert sum("dropped" in r for r in rows_two) == STEPS
 
 
 @pytest.mark.slow
