@@ -9,12 +9,15 @@ Reward (joint, every agent, on the actor's final turn)
     the reference (:func:`llm_marl.tools.grading.grade`), else ``0``. The reward is
     ``correct`` (binary, as in AgentPO) unless ``format_weight = w > 0`` is passed, which gives
     ``(1 - w) * correct + w * format``; off by default. Components: ``correct``, ``format``
-    (1 if the final completion holds a complete ``\\boxed{...}``). Without a box the grader
+    (1 if the final completion's last complete ``\\boxed{...}`` holds an answer: an empty box,
+    or one of spaces, ``\\,`` or ``\\text{}``, is no answer and earns no format reward; ours,
+    AgentPO has no format term). Without a box the grader
     falls back to an answer marker ("The answer is ...") or the last number, as math evaluation
     harnesses do; ``require_boxed=True`` scores such answers 0 instead.
 Infos of the actor on the final step
     ``answer`` (the extracted answer, or None), ``reference``, ``correct``, ``malformed`` (no
-    ``\\boxed{}``: the answer came from a fallback such as the last number, or is missing).
+    ``\\boxed{}`` holding an answer: the answer came from a fallback such as the last number, or
+    is missing).
 Errors
     A grader crash is an infrastructure error: the episode is truncated with
     ``infos[agent]["error"]`` set and no reward (never scored as a wrong answer). A grader
@@ -135,7 +138,7 @@ class MathEnv(LLMParallelEnv, abstract=True):
         return result.correct and (result.boxed or not self.require_boxed)
 
     def _grade(self, completion: str) -> Graded:
-        from llm_marl.tools.grading import grade
+        from llm_marl.tools.grading import grade, normalize_answer
         from llm_marl.tools.grading.extract import last_boxed
 
         reference = str(self.task["answer"])
@@ -146,11 +149,14 @@ class MathEnv(LLMParallelEnv, abstract=True):
                 result = grade(completion, reference, timeout=self.grading_timeout)
         except Exception as err:  # a grader bug must not be learned from as a wrong answer
             raise InfrastructureError(f"math grader failed: {type(err).__name__}: {err}") from err
+        # A box counts only when it holds an answer: "\\boxed{}" (or spaces, "\\,", "\\text{}")
+        # is no answer, and must not earn the format reward nor pass as well-formed.
+        box = last_boxed(completion)
         return Graded(
             correct=bool(result.correct),
             answer=result.extracted,
             reason=result.reason,
-            boxed=last_boxed(completion) is not None,
+            boxed=box is not None and bool(normalize_answer(box)),
         )
 
 
