@@ -49,6 +49,12 @@ Reward (joint, every agent; MAGRPO's code levels, weights in :class:`CodeRewardC
     scoring tests again with ``aux`` replaced by a stub returning a sentinel: main uses ``aux``
     when its results change, and is a thin wrapper when it returns the sentinel unchanged;
     ``cooperation="static"`` reads main's source as the paper does (the paper presets).
+    Known gap of the behaviour check: the stub returns a *string*, so a main that applies a
+    type-sensitive operation to ``aux``'s value and then ignores it (``_ = aux(x) + 0``,
+    ``int(aux(x))``, ``isinstance`` or ``assert aux(x) >= 0``), or a wrapper that does
+    (``r = aux(x); r = r + 0; return r``), changes behaviour under the stub and earns both
+    terms, as the paper's static check pays them too (a type-preserving stub would miss honest
+    uses such as ``if aux(x) > 0``).
     Range [0, 4]. Single-agent: ``main_defined + syntax + tests``, range [0, 2.1]. The weighted
     terms are ``infos[agent]["reward_components"]``; ``infos`` also carry ``tests_passed``,
     ``tests_total``, ``pass_rate``, ``syntax_ok`` and ``program``. See
@@ -246,7 +252,9 @@ class CodeCollabEnv(LLMParallelEnv):
             sentinel unchanged (or the static check says so). ``"static"``: the paper's checks
             of main's source (a call of ``aux`` anywhere in main; main is ``return aux(...)``),
             which a dead-code call, an ignored value, a re-implementation beside an unused
-            ``aux`` or a disguised wrapper satisfy; the paper presets use it.
+            ``aux`` or a disguised wrapper satisfy; the paper presets use it. The behaviour
+            check is fooled by a type-sensitive operation on a value main then ignores (see
+            the module docstring), which earns what the static check pays.
         timeout: seconds the program may take to load, and for each test (its own time).
         render_mode: ``"ansi"`` or ``"human"``.
 
