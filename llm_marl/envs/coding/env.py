@@ -49,12 +49,12 @@ Reward (joint, every agent; MAGRPO's code levels, weights in :class:`CodeRewardC
     scoring tests again with ``aux`` replaced by a stub returning a sentinel: main uses ``aux``
     when its results change, and is a thin wrapper when it returns the sentinel unchanged;
     ``cooperation="static"`` reads main's source as the paper does (the paper presets).
-    Known gap of the behaviour check: the stub returns a *string*, so a main that applies a
-    type-sensitive operation to ``aux``'s value and then ignores it (``_ = aux(x) + 0``,
-    ``int(aux(x))``, ``isinstance`` or ``assert aux(x) >= 0``), or a wrapper that does
-    (``r = aux(x); r = r + 0; return r``), changes behaviour under the stub and earns both
-    terms, as the paper's static check pays them too (a type-preserving stub would miss honest
-    uses such as ``if aux(x) > 0``).
+    A use found with the sentinel must survive a second run whose stub returns one fixed value
+    of the type the real ``aux`` returned (:data:`_PERTURB`), so a main that only type-checks a value it then ignores
+    (``_ = aux(x) + 0``, ``int(aux(x))``, ``isinstance``) earns neither term. Known gap: a
+    wrapper that applies such an operation before returning (``r = aux(x); r = r + 0;
+    return r``) or that tells the sentinel apart is not seen as a thin wrapper, and earns
+    ``not_wrapper`` as the paper's static check pays it.
     Range [0, 4]. Single-agent: ``main_defined + syntax + tests``, range [0, 2.1]. The weighted
     terms are ``infos[agent]["reward_components"]``; ``infos`` also carry ``tests_passed``,
     ``tests_total``, ``pass_rate``, ``syntax_ok`` and ``program``. See
@@ -252,9 +252,10 @@ class CodeCollabEnv(LLMParallelEnv):
             sentinel unchanged (or the static check says so). ``"static"``: the paper's checks
             of main's source (a call of ``aux`` anywhere in main; main is ``return aux(...)``),
             which a dead-code call, an ignored value, a re-implementation beside an unused
-            ``aux`` or a disguised wrapper satisfy; the paper presets use it. The behaviour
-            check is fooled by a type-sensitive operation on a value main then ignores (see
-            the module docstring), which earns what the static check pays.
+            ``aux`` or a disguised wrapper satisfy; the paper presets use it. A use must also
+            survive a stub returning a fixed value of the type ``aux`` returns, so type checks of
+            an ignored value are no use; a wrapper with a type-sensitive step is not caught
+            (see the module docstring).
         timeout: seconds the program may take to load, and for each test (its own time).
         render_mode: ``"ansi"`` or ``"human"``.
 
@@ -584,28 +585,38 @@ class CodeCollabEnv(LLMParallelEnv):
         """Decide ``aux_called`` and ``thin_wrapper`` from behaviour (``cooperation=
         "behaviour"``): run the scoring tests with the helper's ``aux`` replaced by a stub that
         returns a sentinel string (the helper's other code stays). Main uses ``aux`` when a
-        scoring test's outcome changes or main returns the sentinel; it is a thin wrapper when
-        every call of main returned the sentinel unchanged (counted by the trusted test
-        runner)."""
+        scoring test's outcome changes or main returns the sentinel, and the use survives a
+        second stub that returns one fixed value of the type the real ``aux`` returned
+        (:data:`_PERTURB`): a main that only checks the type of a value it then ignores
+        (``_ = aux(x) + 0``, ``int(aux(x))``, ``isinstance``) reacts to the string alone. It is
+        a thin wrapper when every call of main returned the sentinel unchanged (counted by the
+        trusted test runner)."""
         from llm_marl.tools.sandbox.program import TeamProgram, join_parts
 
         sentinel = _sentinel(task)
-        stub = f"def {AUX}(*args, **kwargs):\n    return {sentinel!r}\n"
         entry = task["entry_point"]
-        rest = join_parts([*helper_sub.program_parts(drop=[entry, AUX]), stub])
-        team = TeamProgram(preamble, (rest, main_code), entry_part=1)
-        probe = self._run(team if isolate else team.source, replace(tests.suite, sentinel=sentinel))
-        assert outcome.passed is not None and probe.passed is not None
+        watched = replace(tests.suite, sentinel=sentinel)
+        assert outcome.passed is not None
         units = range(len(tests.suite.tests))
         real = [outcome.passed.get(i, False) for i in units]
-        stubbed = [probe.passed.get(i, False) for i in units]
-        calls, returned, digest = probe.sentinel_returns or (0, 0, 0)
         real_digest = outcome.sentinel_returns[2] if outcome.sentinel_returns else None
-        return {
+
+        def run_with(helper_parts: list[str]) -> tuple[bool, int, int]:
+            """Whether main's results or outcomes changed, its calls, and its sentinel returns."""
+            team = TeamProgram(preamble, (join_parts(helper_parts), main_code), entry_part=1)
+            probe = self._run(team if isolate else team.source, watched)
+            assert probe.passed is not None
+            stubbed = [probe.passed.get(i, False) for i in units]
+            calls, returned, digest = probe.sentinel_returns or (0, 0, 0)
             # Main's results (on every unit: weak tests may not tell) or outcomes changed.
-            "aux_called": real != stubbed or returned > 0 or digest != real_digest,
-            "thin_wrapper": calls > 0 and returned == calls,
-        }
+            return real != stubbed or returned > 0 or digest != real_digest, calls, returned
+
+        stub = f"def {AUX}(*args, **kwargs):\n    return {sentinel!r}\n"
+        used, calls, returned = run_with([*helper_sub.program_parts(drop=[entry, AUX]), stub])
+        if used:
+            perturbed = _PERTURB.replace("SENTINEL", repr(sentinel))
+            used = run_with([*helper_sub.program_parts(drop=[entry]), perturbed])[0]
+        return {"aux_called": used, "thin_wrapper": calls > 0 and returned == calls}
 
     def _feedback_run(
         self, program: str | TeamProgram, tests: TaskTests, scoring: _Outcome
@@ -867,6 +878,42 @@ def _feedback_results(outcome: _Outcome, tests: TaskTests) -> tuple[list[tuple[s
             else:
                 failures.append((tests.suite.tests[index], _last_line(outcome.errors.get(index))))
     return failures, passed
+
+
+# The second cooperation probe's stub: the helper's own ``aux`` runs, and one fixed value of the
+# type it returned comes back instead (a bool is flipped; ``None`` and other types give the
+# sentinel). Fixed, not a one-to-one change: a value used only for equality (a grouping key)
+# keeps its groups under any one-to-one change. Negative numbers, so that ``range(v)`` or
+# ``[0] * v`` cannot make main slow. While the real ``aux`` runs the name is its own again, so a
+# recursive ``aux`` computes what it would without the stub.
+_PERTURB = f"""
+def _llm_marl_perturb(v):
+    t = type(v)
+    if t is bool:
+        return not v
+    if t is int:
+        return -7919
+    if t is float:
+        return -7919.5
+    if t in (list, tuple, dict, set, frozenset):
+        return t()
+    return SENTINEL
+
+
+_llm_marl_real_aux = {AUX}
+
+
+def {AUX}(*args, **kwargs):
+    globals()["{AUX}"] = _llm_marl_real_aux
+    try:
+        value = _llm_marl_real_aux(*args, **kwargs)
+    finally:
+        globals()["{AUX}"] = _llm_marl_stub
+    return _llm_marl_perturb(value)
+
+
+_llm_marl_stub = {AUX}
+"""
 
 
 def _sentinel(task: Task) -> str:

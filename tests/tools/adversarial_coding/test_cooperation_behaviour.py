@@ -92,3 +92,41 @@ def test_the_static_checks_remain_as_the_paper_exact_option(sandbox):
     assert parts["aux_used"] == 0.5 and parts["not_wrapper"] == 1.0 and reward == 4.0
     with pytest.raises(ValueError, match="cooperation"):
         llm_marl.make("coop_humaneval-v0", dataset="sample", cooperation="sometimes")
+
+
+# Round 4: the stub returns a string, so a type-sensitive operation on a value main then ignores
+# changed main's behaviour and passed for use (4.0 of 4). The use must survive a stub of the
+# value's own type too.
+TYPE_SENSITIVE_NO_USE = {
+    "plus_zero_discarded": "def gcd_of_list(nums):\n    _unused = aux(nums[0], nums[0]) + 0\n"
+    + OWN_GCD,
+    "int_cast_discarded": "def gcd_of_list(nums):\n    _unused = int(aux(nums[0], nums[0]))\n"
+    + OWN_GCD,
+    "isinstance_check": (
+        "def gcd_of_list(nums):\n    if not isinstance(aux(nums[0], nums[0]), int):\n"
+        "        raise TypeError('aux')\n" + OWN_GCD
+    ),
+}
+TYPE_SENSITIVE_USE = {
+    "compared": (
+        "def gcd_of_list(nums):\n    result = nums[0]\n    for x in nums[1:]:\n"
+        "        if aux(result, x) > 0:\n            result = aux(result, x)\n    return result\n"
+    ),
+    "recursive_aux": HONEST_MAIN,
+}
+RECURSIVE_AUX = "def aux(a, b):\n    if b == 0:\n        return a\n    return aux(b, a % b)\n"
+
+
+@pytest.mark.parametrize("how", sorted(TYPE_SENSITIVE_NO_USE))
+def test_a_type_check_on_an_ignored_value_is_no_use(sandbox, how):
+    reward, parts = _play(sandbox, GCD_AUX, TYPE_SENSITIVE_NO_USE[how])
+    assert parts["tests"] == 1.0, parts
+    assert parts["aux_used"] == 0.0 and parts["not_wrapper"] == 0.0, (how, parts)
+    assert reward == pytest.approx(2.5)
+
+
+@pytest.mark.parametrize("how", sorted(TYPE_SENSITIVE_USE))
+def test_honest_uses_still_count(sandbox, how):
+    helper = RECURSIVE_AUX if how == "recursive_aux" else GCD_AUX
+    reward, parts = _play(sandbox, helper, TYPE_SENSITIVE_USE[how])
+    assert reward == pytest.approx(4.0), (how, parts)
