@@ -5,6 +5,10 @@ taught the toy env's answer format (a uniformly random valid digit; the referent
 also learned to read the digit in a message). The team then plays at the env's chance level,
 measured before training with a sampled evaluation (16 episodes per task), and must end
 clearly above it. The thresholds leave room below what these seeds reach (about 0.85-0.95).
+
+Other seeds (``trainer.seed``; the sampled evaluation at the test's last step, 16 episodes per
+task): the referential MAGRPO run, with the preset's learning-rate warm-up, reached 0.90-0.96 at
+step 60 on each of seeds 0-9 (without the warm-up seed 1 stayed at chance: 0.425 -> 0.388).
 """
 
 from __future__ import annotations
@@ -63,8 +67,12 @@ def test_magrpo_learns_a_coordination_convention(tmp_path):
 
 def test_magrpo_learns_to_communicate_in_the_referential_game(tmp_path):
     # Chance level (the listener guesses) is 0.4; naming the object every time is 1.0.
+    # The toy-referential preset's values, its learning-rate warm-up (20 optimizer steps)
+    # included: without it seed 1 stayed at chance (0.425 -> 0.388).
     policies = _team(tmp_path, "referential-v0", ["speaker", "listener"], warmup_steps=150)
-    algo = MAGRPO(MAGRPOConfig(lr=3e-3, kl_coef=0.1, epochs=2, aggregation="token-mean"))
+    algo = MAGRPO(
+        MAGRPOConfig(lr=3e-3, kl_coef=0.1, epochs=2, aggregation="token-mean", warmup_steps=20)
+    )
     result = Trainer(algo, policies, _config(tmp_path / "run", "referential-v0", 60, 4)).train()
     start, end = result.first_eval["reward"], result.last_eval["reward"]
     print(f"team reward {start:.3f} -> {end:.3f}")

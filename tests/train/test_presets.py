@@ -215,10 +215,21 @@ AGENTPO_SCRIPT_DEFAULTS = {"top_p": 1.0, "model": "tiny"}
 PAPER_PRESETS = {"magrpo-coop-humaneval", "agentpo-math-hint", "agentpo-math-critic"}
 """Presets changed on purpose since the move (see the module docstring)."""
 
+TUNED = {
+    ("magrpo", "toy-referential"): {"lr_warmup_steps": 20},
+}
+"""Toy values changed on purpose since the move, measured on seeds 0-9 (the presets' comments
+cite the runs): MAGRPO toy-referential's learning-rate warm-up. Every other toy value is still
+the example's."""
+
 
 @pytest.mark.parametrize("name", [n for n in MAGRPO_EXAMPLE_PRESETS if n not in PAPER_PRESETS])
 def test_every_magrpo_value_reaches_the_run(name):
-    old = {**MAGRPO_SCRIPT_DEFAULTS, **MAGRPO_EXAMPLE_PRESETS[name]}
+    old = {
+        **MAGRPO_SCRIPT_DEFAULTS,
+        **MAGRPO_EXAMPLE_PRESETS[name],
+        **TUNED.get(("magrpo", name), {}),
+    }
     config = preset_config("magrpo", name)
     for key, value in old.items():
         if key == "eval_group_size":
@@ -238,7 +249,11 @@ def test_every_magrpo_value_reaches_the_run(name):
 
 @pytest.mark.parametrize("name", [n for n in AGENTPO_EXAMPLE_PRESETS if n not in PAPER_PRESETS])
 def test_every_agentpo_value_reaches_the_run(name):
-    old = {**AGENTPO_SCRIPT_DEFAULTS, **AGENTPO_EXAMPLE_PRESETS[name]}
+    old = {
+        **AGENTPO_SCRIPT_DEFAULTS,
+        **AGENTPO_EXAMPLE_PRESETS[name],
+        **TUNED.get(("agentpo", name), {}),
+    }
     config = preset_config("agentpo", name)
     actor, actor_model = old.pop("actor"), old.pop("actor_model", None)
     assert config.policies.frozen == {actor: f"hf:{actor_model}" if actor_model else "tiny"}
