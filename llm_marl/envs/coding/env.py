@@ -50,11 +50,10 @@ Reward (joint, every agent; MAGRPO's code levels, weights in :class:`CodeRewardC
     when its results change, and is a thin wrapper when it returns the sentinel unchanged;
     ``cooperation="static"`` reads main's source as the paper does (the paper presets).
     A use found with the sentinel must survive a second run whose stub returns one fixed value
-    of the type the real ``aux`` returned (:data:`_PERTURB`), so a main that only type-checks a value it then ignores
-    (``_ = aux(x) + 0``, ``int(aux(x))``, ``isinstance``) earns neither term. Known gap: a
-    wrapper that applies such an operation before returning (``r = aux(x); r = r + 0;
-    return r``) or that tells the sentinel apart is not seen as a thin wrapper, and earns
-    ``not_wrapper`` as the paper's static check pays it.
+    of the type the real ``aux`` returned (:data:`_PERTURB`), so a main that only type-checks
+    a value it then ignores (``_ = aux(x) + 0``, ``int(aux(x))``, ``isinstance``) earns
+    neither term; main is also a thin wrapper when it returns that run's fixed number on every
+    call (``r = aux(x); r = r + 0; return r``, or a main that tells the string apart).
     Range [0, 4]. Single-agent: ``main_defined + syntax + tests``, range [0, 2.1]. The weighted
     terms are ``infos[agent]["reward_components"]``; ``infos`` also carry ``tests_passed``,
     ``tests_total``, ``pass_rate``, ``syntax_ok`` and ``program``. See
@@ -254,8 +253,8 @@ class CodeCollabEnv(LLMParallelEnv):
             which a dead-code call, an ignored value, a re-implementation beside an unused
             ``aux`` or a disguised wrapper satisfy; the paper presets use it. A use must also
             survive a stub returning a fixed value of the type ``aux`` returns, so type checks of
-            an ignored value are no use; a wrapper with a type-sensitive step is not caught
-            (see the module docstring).
+            an ignored value are no use, and a main returning that value on every call is a
+            wrapper (see the module docstring).
         timeout: seconds the program may take to load, and for each test (its own time).
         render_mode: ``"ansi"`` or ``"human"``.
 
@@ -590,7 +589,8 @@ class CodeCollabEnv(LLMParallelEnv):
         (:data:`_PERTURB`): a main that only checks the type of a value it then ignores
         (``_ = aux(x) + 0``, ``int(aux(x))``, ``isinstance``) reacts to the string alone. It is
         a thin wrapper when every call of main returned the sentinel unchanged (counted by the
-        trusted test runner)."""
+        trusted test runner), or the second stub's fixed number (a wrapper with a step that
+        the string broke, or that tells the string apart)."""
         from llm_marl.tools.sandbox.program import TeamProgram, join_parts
 
         sentinel = _sentinel(task)
@@ -601,22 +601,28 @@ class CodeCollabEnv(LLMParallelEnv):
         real = [outcome.passed.get(i, False) for i in units]
         real_digest = outcome.sentinel_returns[2] if outcome.sentinel_returns else None
 
-        def run_with(helper_parts: list[str]) -> tuple[bool, int, int]:
-            """Whether main's results or outcomes changed, its calls, and its sentinel returns."""
+        def run_with(helper_parts: list[str]) -> tuple[bool, int, int, int]:
+            """Whether main's results or outcomes changed; its calls, sentinel returns and the
+            digest of its results."""
             team = TeamProgram(preamble, (join_parts(helper_parts), main_code), entry_part=1)
             probe = self._run(team if isolate else team.source, watched)
             assert probe.passed is not None
             stubbed = [probe.passed.get(i, False) for i in units]
             calls, returned, digest = probe.sentinel_returns or (0, 0, 0)
             # Main's results (on every unit: weak tests may not tell) or outcomes changed.
-            return real != stubbed or returned > 0 or digest != real_digest, calls, returned
+            changed = real != stubbed or returned > 0 or digest != real_digest
+            return changed, calls, returned, digest
 
         stub = f"def {AUX}(*args, **kwargs):\n    return {sentinel!r}\n"
-        used, calls, returned = run_with([*helper_sub.program_parts(drop=[entry, AUX]), stub])
+        used, calls, returned, _ = run_with([*helper_sub.program_parts(drop=[entry, AUX]), stub])
+        thin = calls > 0 and returned == calls
         if used:
             perturbed = _PERTURB.replace("SENTINEL", repr(sentinel))
-            used = run_with([*helper_sub.program_parts(drop=[entry]), perturbed])[0]
-        return {"aux_called": used, "thin_wrapper": calls > 0 and returned == calls}
+            used, calls, _, digest = run_with([*helper_sub.program_parts(drop=[entry]), perturbed])
+            # Main returned the stub's fixed number on every call: what a wrapper that casts or
+            # adds 0 (a step the string broke) or that tells the string apart returns.
+            thin = thin or (calls > 0 and digest in (_repeated(v, calls) for v in _FIXED_NUMBERS))
+        return {"aux_called": used, "thin_wrapper": thin}
 
     def _feedback_run(
         self, program: str | TeamProgram, tests: TaskTests, scoring: _Outcome
@@ -886,15 +892,17 @@ def _feedback_results(outcome: _Outcome, tests: TaskTests) -> tuple[list[tuple[s
 # keeps its groups under any one-to-one change. Negative numbers, so that ``range(v)`` or
 # ``[0] * v`` cannot make main slow. While the real ``aux`` runs the name is its own again, so a
 # recursive ``aux`` computes what it would without the stub.
+_FIXED_NUMBERS = (-7919, -7919.5)
+"""The int and the float the second stub returns for an int or a float."""
 _PERTURB = f"""
 def _llm_marl_perturb(v):
     t = type(v)
     if t is bool:
         return not v
     if t is int:
-        return -7919
+        return {_FIXED_NUMBERS[0]!r}
     if t is float:
-        return -7919.5
+        return {_FIXED_NUMBERS[1]!r}
     if t in (list, tuple, dict, set, frozenset):
         return t()
     return SENTINEL
@@ -914,6 +922,16 @@ def {AUX}(*args, **kwargs):
 
 _llm_marl_stub = {AUX}
 """
+
+
+def _repeated(value: int | float, calls: int) -> int:
+    """The test runner's digest of a main that returned ``value`` on each of ``calls`` calls."""
+    from llm_marl.tools.sandbox.harness import digest_step
+
+    digest = 0
+    for _ in range(calls):
+        digest = digest_step(digest, value)
+    return digest
 
 
 def _sentinel(task: Task) -> str:

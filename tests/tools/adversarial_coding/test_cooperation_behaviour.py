@@ -51,6 +51,13 @@ WRAPPERS = {
         "def gcd_of_list(nums):\n    r = aux(nums)\n    if r is None:\n        return 0\n"
         "    return r\n"
     ),
+    # Round 4: a type-sensitive step, or telling the string sentinel apart, hid the wrapper.
+    "plus_zero": "def gcd_of_list(nums):\n    r = aux(nums)\n    r = r + 0\n    return r\n",
+    "int_cast": "def gcd_of_list(nums):\n    r = aux(nums)\n    out = int(r)\n    return out\n",
+    "sniffs_the_sentinel": (
+        "def gcd_of_list(nums):\n    r = aux(nums)\n    if isinstance(r, str):\n"
+        "        return r + '.'\n    return r\n"
+    ),
 }
 
 
