@@ -53,7 +53,11 @@ Reward (joint, every agent; MAGRPO's code levels, weights in :class:`CodeRewardC
     of the type the real ``aux`` returned (:data:`_PERTURB`), so a main that only type-checks
     a value it then ignores (``_ = aux(x) + 0``, ``int(aux(x))``, ``isinstance``) earns
     neither term; main is also a thin wrapper when it returns that run's fixed number on every
-    call (``r = aux(x); r = r + 0; return r``, or a main that tells the string apart).
+    call (``r = aux(x); r = r + 0; return r``, or a main that tells the string apart). Cost:
+    one more sandbox run of the scoring tests when main uses ``aux`` (an honest sample
+    episode: 0.20 s instead of 0.12 s on the process backend). Not caught: a wrapper of an
+    ``aux`` returning neither an int nor a float, or one that tells the second stub apart too
+    (it earns what the paper's static check pays).
     Range [0, 4]. Single-agent: ``main_defined + syntax + tests``, range [0, 2.1]. The weighted
     terms are ``infos[agent]["reward_components"]``; ``infos`` also carry ``tests_passed``,
     ``tests_total``, ``pass_rate``, ``syntax_ok`` and ``program``. See
