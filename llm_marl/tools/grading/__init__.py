@@ -18,7 +18,10 @@ How a prediction is compared with a reference (the first tier that decides wins)
 3. **Worker process** (:mod:`.pool`, :mod:`.worker`), only when tier 2 cannot decide (numbers
    beyond its size guards, values that agree to ~12 digits in floats, unparsed notation): the
    same comparison with sympy (60-digit and exact arithmetic, ``simplify``); what that still
-   leaves open goes to ``math-verify`` if it is installed (``\\sum``, ``\\int``, ratios). It
+   leaves open goes to ``math-verify`` if it is installed (``\\sum``, ``\\int``, ratios), except
+   a prediction that adds, outside braces, a relation or connective the reference lacks
+   (``\\lor``, ``\\to``, ``\\equiv``, ``\\approx``, ``\\neq``, ``\\\\``...): math-verify reads one
+   side of it, so ``1 \\lor 2`` would score for 2 and ``3 \\neq 5`` for 5. It
    runs under a hard timeout: on overrun the worker is killed (and replaced) and the answer is
    graded incorrect, ``reason`` saying "timed out". Safe to call from any thread.
 

@@ -90,6 +90,40 @@ def _math_verify_equal(pred: str, ref: str) -> bool:
         return False
 
 
+# Relations and connectives that math-verify reads one side of ("1 \\lor 2" is 2, "13 \\equiv r"
+# is r, "r \\approx 13" is r): a prediction that adds one the reference lacks would score for a
+# candidate it only names beside another, or denies ("3 \\neq r").
+_RELATIONS = frozenset(
+    """lor vee land wedge implies impliedby Rightarrow rightarrow Leftarrow leftarrow to gets iff
+    Leftrightarrow leftrightarrow longrightarrow Longrightarrow mapsto sim approx equiv neq ne
+    le leq ge geq lt gt cong simeq propto not""".split()  # noqa: SIM905 - a word list
+)
+
+
+def _top_level_relations(text: str) -> set[str]:
+    """The relation commands (and ``\\\\``, a line break) of ``text`` outside any braces: one
+    linear scan (``\\lim_{n \\to \\infty}`` keeps its arrow inside its subscript)."""
+    found: set[str] = set()
+    depth, i, n = 0, 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth = max(depth - 1, 0)
+        elif ch == "\\":
+            j = i + 1
+            while j < n and text[j].isalpha():
+                j += 1
+            name = text[i + 1 : j] if j > i + 1 else text[i + 1 : i + 2]
+            if depth == 0 and (name in _RELATIONS or name == "\\"):
+                found.add(name)
+            i = max(j, i + 2)
+            continue
+        i += 1
+    return found
+
+
 def judge(pred: str, ref: str, use_math_verify: bool) -> tuple[bool, str]:
     """Full comparison with the sympy backend; math-verify (if asked) on what that leaves open."""
     from .compare import compare_readings
@@ -105,6 +139,8 @@ def judge(pred: str, ref: str, use_math_verify: bool) -> tuple[bool, str]:
     if verdict is False:
         return False, "not equivalent (symbolic)"
     # only what our checks cannot decide goes to math-verify (e.g. \sum, \int, ratios)
+    if _top_level_relations(pred) - _top_level_relations(ref):
+        return False, "not equivalent (a relation the reference lacks)"
     if use_math_verify and _math_verify_equal(pred, ref):
         return True, "equivalent (math-verify)"
     return False, "not equivalent (undecided: no checker could confirm)"

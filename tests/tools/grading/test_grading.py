@@ -601,3 +601,30 @@ def test_expression_walks_reach_every_kind_of_node():
     assert exact(parse_expression(r"2^{40000}\cdot 2^{40000}")) == 2**80000
     assert exact(parse_expression(r"2^{40000}\cdot 2^{40000}\cdot 2^{40000}")) is None
     assert exact(parse_expression("2^{30000}+2^{30000}")) == 2**30001
+
+
+# Round 4: math-verify reads one side of a relation our parser leaves open, so "1 \lor 2" scored
+# for 2 and "3 \neq 284" for 284. A prediction that adds a relation or connective the reference
+# lacks is not sent to it.
+@pytest.mark.parametrize(
+    "prediction, reference",
+    [
+        (r"1 \lor 2", "2"),
+        (r"1 \vee 2", "2"),
+        (r"3 \implies \frac{14}{3}", r"\frac{14}{3}"),
+        (r"3 \to \frac{14}{3}", r"\frac{14}{3}"),
+        (r"3 \sim \frac{14}{3}", r"\frac{14}{3}"),
+        (r"3 \\ \frac{14}{3}", r"\frac{14}{3}"),
+        (r"13 \equiv p - q", "p - q"),
+        (r"p - q \approx 13", "p - q"),
+        (r"3 \pm 2 \sqrt{2} \neq 284", "284"),
+    ],
+)
+def test_math_verify_never_reads_one_side_of_an_added_relation(small_pool, prediction, reference):
+    correct, reason = judge(prediction, reference, pool=small_pool, use_math_verify=True)
+    assert correct is False, reason
+
+
+def test_math_verify_still_reads_relations_inside_braces(small_pool):
+    pytest.importorskip("math_verify")
+    assert judge(r"\lim_{n \to \infty} (2 + 1/n)", "2", pool=small_pool, use_math_verify=True)[0]
