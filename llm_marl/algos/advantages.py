@@ -38,6 +38,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Literal
 
+from llm_marl.errors import ConfigError
 from llm_marl.rollout.tree import RolloutTree, TreeNode
 from llm_marl.rollout.types import Episode, Turn
 
@@ -130,6 +131,11 @@ def step_rewards(episode: Episode) -> list[float]:
     return list(episode.step_rewards)
 
 
+_PICK_ANOTHER = "set algorithm.reward_component to one of them, or to null (the joint reward)"
+"""How a run config fixes a reward component the env does not report (a ConfigError: the
+command line prints it as one line)."""
+
+
 def component_reward(name: str) -> RewardFn:
     """A :data:`RewardFn` that learns from one reward component, credited at the last step.
 
@@ -139,9 +145,9 @@ def component_reward(name: str) -> RewardFn:
 
     def fn(episode: Episode) -> list[float]:
         if name not in episode.reward_components:
-            raise KeyError(
+            raise ConfigError(
                 f"episode {episode.task_id!r} has no reward component {name!r}; it reports "
-                f"{sorted(episode.reward_components)}"
+                f"{sorted(episode.reward_components)}: {_PICK_ANOTHER}"
             )
         steps = max(len(episode.step_rewards), 1)
         return [0.0] * (steps - 1) + [float(episode.reward_components[name])]
@@ -207,9 +213,9 @@ def leaf_component_reward(name: str) -> NodeRewardFn:
         if node.children:
             return 0.0
         if name not in node.reward_components:
-            raise KeyError(
+            raise ConfigError(
                 f"a leaf of the tree (step {node.depth}) has no reward component {name!r}; it "
-                f"reports {sorted(node.reward_components)}"
+                f"reports {sorted(node.reward_components)}: {_PICK_ANOTHER}"
             )
         return float(node.reward_components[name])
 

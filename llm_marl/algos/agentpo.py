@@ -28,6 +28,7 @@ Usage::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -43,6 +44,7 @@ from llm_marl.algos.base import PolicyGradientAlgorithm, PolicyGroups
 from llm_marl.algos.losses import Aggregation
 from llm_marl.algos.samples import Sample, trajectory_samples
 from llm_marl.algos.update import PGConfig
+from llm_marl.errors import ConfigError
 from llm_marl.rollout.types import Episode, group_episodes
 
 
@@ -98,20 +100,22 @@ class AgentPO(PolicyGradientAlgorithm[AgentPOConfig]):
         """The trained agent (known after :meth:`setup`)."""
         return next(iter(self.groups), "")
 
-    def select_trainable(self, groups: PolicyGroups) -> PolicyGroups:
-        if len(groups) != 1 or len(next(iter(groups.values()))[1]) != 1:
-            raise ValueError(
+    def check_team(self, agents: Sequence[str], trainable: Sequence[str]) -> None:
+        if len(trainable) != 1:
+            raise ConfigError(
                 "AgentPO trains exactly one collaborator beside frozen agents, but the trainable "
-                f"agents are {sorted(self.trainable) or 'none'}. Build the other policies with "
+                f"agents are {sorted(trainable) or 'none'}. Build the other policies with "
                 "trainable=False (or fold them into the env with FrozenAgents); to train several "
                 "agents use MAGRPO."
             )
-        (key,) = groups
-        if self.config.collaborator not in (None, key):
-            raise ValueError(
+        if self.config.collaborator not in (None, trainable[0]):
+            raise ConfigError(
                 f"AgentPOConfig.collaborator={self.config.collaborator!r} but the trainable agent "
-                f"is {key!r}"
+                f"is {trainable[0]!r}"
             )
+
+    def select_trainable(self, groups: PolicyGroups) -> PolicyGroups:
+        self.check_team(list(self.policies), sorted(self.trainable))
         return groups
 
     def build_samples(self, episodes: list[Episode]) -> dict[str, list[Sample]]:

@@ -121,6 +121,16 @@ class Algorithm(ABC):
         self.trainable = {a: p for a, p in policies.items() if p.trainable}
         self.sampling = dict(sampling)
 
+    def check_team(self, agents: Sequence[str], trainable: Sequence[str]) -> None:
+        """Refuse, with a :class:`~llm_marl.errors.ConfigError`, a team this algorithm cannot
+        train: ``agents`` are the env's, ``trainable`` the ones not frozen.
+
+        ``llm-marl train`` calls it before any model is built; AgentPO and MATPO call it
+        again from :meth:`~PolicyGradientAlgorithm.select_trainable`, for teams built by
+        hand. Default: any team.
+        """
+        return None
+
     def collect(
         self,
         env: EnvSource,

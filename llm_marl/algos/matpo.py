@@ -178,20 +178,27 @@ class MATPO(PolicyGradientAlgorithm[MATPOConfig]):
 
     name: ClassVar[str] = "matpo"
 
-    def select_trainable(self, groups: PolicyGroups) -> PolicyGroups:
-        roles = [self.config.planner, *self.config.workers]
-        missing = [r for r in roles if r not in self.policies]
+    def _roles(self) -> list[str]:
+        return [self.config.planner, *self.config.workers]
+
+    def _one_policy(self) -> ConfigError:
+        return ConfigError(
+            "MATPO trains ONE policy object playing every role: pass the same trainable "
+            f"policy for {self._roles()} (and no other trainable agent); from a run config keep "
+            "policies.share true (with --lora: one adapter shared by every role)"
+        )
+
+    def check_team(self, agents: Sequence[str], trainable: Sequence[str]) -> None:
+        missing = [r for r in self._roles() if r not in agents]
         if missing:
-            raise ValueError(
-                f"MATPO roles {missing} are not agents of this env: {list(self.policies)}"
-            )
-        if len(groups) != 1 or set(next(iter(groups.values()))[1]) != set(roles):
-            # ConfigError (a ValueError): the command line prints it as one line.
-            raise ConfigError(
-                "MATPO trains ONE policy object playing every role: pass the same trainable "
-                f"policy for {roles} (and no other trainable agent); from a run config keep "
-                "policies.share true (with --lora: one adapter shared by every role)"
-            )
+            raise ConfigError(f"MATPO roles {missing} are not agents of this env: {list(agents)}")
+        if set(trainable) != set(self._roles()):
+            raise self._one_policy()
+
+    def select_trainable(self, groups: PolicyGroups) -> PolicyGroups:
+        self.check_team(list(self.policies), list(self.trainable))
+        if len(groups) != 1:  # the roles' agents are trainable, but not as one policy object
+            raise self._one_policy()
         return groups
 
     def build_samples(self, episodes: list[Episode]) -> dict[str, list[Sample]]:

@@ -237,7 +237,21 @@ def enable_checkpointing(model: Any, name: str, turn_off: str) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
-def _resolve_dtype(dtype: Any, device: str) -> Any:
+def torch_dtype(name: str) -> Any:
+    """The torch floating-point dtype called ``name`` (``"bfloat16"``, ``"float32"``...);
+    ``ValueError`` for any other name (``getattr(torch, name)`` alone would hand back
+    ``torch.Tensor`` for ``"Tensor"``)."""
+    import torch
+
+    dtype = getattr(torch, name, None) if isinstance(name, str) else None
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"unknown dtype {name!r}; use e.g. 'float32' or 'bfloat16'")
+    return dtype
+
+
+def resolve_dtype(dtype: Any, device: str) -> Any:
+    """The ``dtype=`` to load a model with: float32 on CPU and the checkpoint's own (``"auto"``)
+    elsewhere when ``dtype`` is None; a name through :func:`torch_dtype`."""
     import torch
 
     if dtype is None:
@@ -245,10 +259,7 @@ def _resolve_dtype(dtype: Any, device: str) -> Any:
         # elsewhere keep the checkpoint's own dtype.
         return torch.float32 if device == "cpu" else "auto"
     if isinstance(dtype, str) and dtype != "auto":
-        try:
-            return getattr(torch, dtype)
-        except AttributeError:
-            raise ValueError(f"unknown dtype {dtype!r}; use e.g. 'float32' or 'bfloat16'") from None
+        return torch_dtype(dtype)
     return dtype
 
 
@@ -469,7 +480,7 @@ class HFPolicy(ChatTokenPolicy):
             try:
                 with quiet_transformers():  # no "Loading weights" bar from a library call
                     model = AutoModelForCausalLM.from_pretrained(
-                        model_path, dtype=_resolve_dtype(dtype, device)
+                        model_path, dtype=resolve_dtype(dtype, device)
                     )
             except OSError as exc:
                 raise ConfigError(

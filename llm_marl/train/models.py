@@ -147,6 +147,10 @@ class PoliciesConfig:
             raise ValueError(f"device_memory_gib must be > 0, got {self.device_memory_gib}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if self.dtype not in (None, "auto"):
+            from llm_marl.policies.hf import torch_dtype
+
+            torch_dtype(self.dtype)
         if self.vllm:
             from llm_marl.policies.vllm import VLLMConfig
 
@@ -264,7 +268,7 @@ def trainable_policies(
     that way); taught on the full weights, the base starts the adapters at chance level.
     """
     from llm_marl.policies import HFPolicy
-    from llm_marl.policies.hf import _existing_path_or_hub_id, check_device
+    from llm_marl.policies.hf import _existing_path_or_hub_id, check_device, resolve_dtype
 
     agents = list(agents)
     built = agents[:1] if config.share else agents
@@ -298,9 +302,10 @@ def trainable_policies(
         from transformers import AutoModelForCausalLM
 
         base: Any = AutoModelForCausalLM.from_pretrained(
-            paths[agents[0]], dtype=_torch_dtype(config.dtype, device)
+            paths[agents[0]], dtype=resolve_dtype(config.dtype, device)
         )
         base.to(device)
+        _check_modules_to_save(base, config.lora_modules_to_save, paths[agents[0]])
         lora = LoraConfig(
             r=config.lora_rank,
             lora_alpha=2 * config.lora_rank,
@@ -403,6 +408,20 @@ def check_vllm_installed(config: PoliciesConfig) -> None:
         )
 
 
+def _check_modules_to_save(model: Any, names: Sequence[str], path: str) -> None:
+    """:class:`ConfigError` for a ``policies.lora_modules_to_save`` entry that no module of the
+    model answers to (peft matches a module named it or ending in ``.<it>``, and ignores the
+    rest: the run would train no copied module and say nothing)."""
+    modules = [name for name, _ in model.named_modules()]
+    unmatched = [n for n in names if not any(m == n or m.endswith("." + n) for m in modules)]
+    if unmatched:
+        leaves = sorted({m.rsplit(".", 1)[-1] for m in modules if m and not m[-1].isdigit()})
+        raise ConfigError(
+            f"policies.lora_modules_to_save names {unmatched}, which are not modules of {path} "
+            f"(its modules are named e.g. {leaves[:12]})"
+        )
+
+
 def _checkpointing(model: Any, config: PoliciesConfig) -> None:
     """Turn on gradient checkpointing when the config asks for it."""
     if not config.gradient_checkpointing:
@@ -416,8 +435,10 @@ def _reference(path: str, config: PoliciesConfig, device: str) -> Any:
     """A frozen copy of the starting weights (full fine-tuning's KL reference)."""
     from transformers import AutoModelForCausalLM
 
+    from llm_marl.policies.hf import resolve_dtype
+
     model: Any = AutoModelForCausalLM.from_pretrained(
-        path, dtype=_torch_dtype(config.dtype, device)
+        path, dtype=resolve_dtype(config.dtype, device)
     )
     return model.to(device)
 
@@ -426,14 +447,6 @@ def _default_device() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _torch_dtype(dtype: str | None, device: str) -> Any:
-    import torch
-
-    if dtype is None:
-        return torch.float32 if device == "cpu" else "auto"
-    return getattr(torch, dtype)
 
 
 # ---------------------------------------------------------------------------------------- frozen

@@ -46,6 +46,7 @@ from llm_marl.train.presets import Preset, auto_preset, get_preset, presets_for
 from llm_marl.train.trainer import TrainerConfig, TrainResult
 
 if TYPE_CHECKING:
+    from llm_marl.algos.base import Algorithm
     from llm_marl.policies.hf import HFPolicy
     from llm_marl.train.distributed import LearnerGroup
 
@@ -324,7 +325,9 @@ def _save_config(config: RunConfig) -> None:
         raise
 
 
-def build_policies(config: RunConfig, *, engines: bool = True) -> dict[str, Policy]:
+def build_policies(
+    config: RunConfig, *, engines: bool = True, algorithm: Algorithm | None = None
+) -> dict[str, Policy]:
     """The policies of a run: frozen agents from their specs, the rest trainable.
 
     Models go under ``<output_dir>/models``. Frozen ``tiny`` agents are built (and taught the
@@ -333,7 +336,9 @@ def build_policies(config: RunConfig, *, engines: bool = True) -> dict[str, Poli
     batched generate call. Sets torch's thread count if ``policies.threads`` is set. With
     ``policies.backend vllm`` the trainable policies get their vLLM engines, unless
     ``engines`` is false: a sharded learner attaches rank 0's engines after sharding, and its
-    frozen ``vllm:`` agents are stand-ins until then (:func:`_attach_frozen_vllm`).
+    frozen ``vllm:`` agents are stand-ins until then (:func:`_attach_frozen_vllm`). An
+    ``algorithm`` checks the team (:meth:`~llm_marl.algos.Algorithm.check_team`) before any
+    model is built.
     """
     from llm_marl.policies.quiet import quiet_transformers
     from llm_marl.train.logging import check_logging_backends
@@ -341,10 +346,12 @@ def build_policies(config: RunConfig, *, engines: bool = True) -> dict[str, Poli
     # Options that can fail without a model fail before any is built.
     check_logging_backends(tensorboard=config.trainer.tensorboard, wandb=config.trainer.wandb)
     with quiet_transformers():  # no "Loading weights" bars per model
-        return _build_policies(config, engines)
+        return _build_policies(config, engines, algorithm)
 
 
-def _build_policies(config: RunConfig, engines: bool) -> dict[str, Policy]:
+def _build_policies(
+    config: RunConfig, engines: bool, algorithm: Algorithm | None
+) -> dict[str, Policy]:
     from llm_marl.envs.registration import make
     from llm_marl.train.models import (
         TINY,
@@ -365,6 +372,8 @@ def _build_policies(config: RunConfig, engines: bool) -> dict[str, Policy]:
     env = make(tc.env, **tc.env_kwargs)
     agents = list(env.possible_agents)
     trainable = check_agents(pc, agents, tc.env)
+    if algorithm is not None:
+        algorithm.check_team(agents, trainable)
     check_vllm_installed(pc)
     not_frozen = [a for a in tc.share_frozen if a not in pc.frozen]
     if not_frozen:  # before any model is built (the Trainer checks the policies again)
@@ -607,8 +616,8 @@ def run(config: RunConfig) -> TrainResult:
 
     given = config
     config = attach_judge(attach_expert(config))
-    policies = build_policies(config)
     algorithm = get_algorithm(config.algo).build(config.algorithm)
+    policies = build_policies(config, algorithm=algorithm)
     try:
         trainer = Trainer(
             algorithm,
@@ -701,13 +710,13 @@ def _run_sharded(config: RunConfig) -> TrainResult:
         config = attach_judge(attach_expert(config))
         # Rank 0's vLLM engines (policies.backend vllm, frozen vllm: agents) start after the
         # group is joined, with their workers in processes of their own.
-        policies = build_policies(config, engines=False)
+        algorithm = get_algorithm(config.algo).build(config.algorithm)
+        policies = build_policies(config, engines=False, algorithm=algorithm)
         join_learner_group(group)
         policies = shard_learners(policies, config.policies, group)
         samplers += _attach_frozen_vllm(policies, config.policies, group)
         if pc.backend == "vllm":
             samplers += attach_vllm_samplers(policies, config.policies, group)
-        algorithm = get_algorithm(config.algo).build(config.algorithm)
         trainer = ShardedTrainer(algorithm, policies, config.trainer, group=group)
         if group.rank == 0:
             trainer.on_start = lambda: _save_config(given)

@@ -11,6 +11,7 @@ from llm_marl.algos.advantages import (
     turn_advantages,
     turn_returns,
 )
+from llm_marl.errors import ConfigError
 from llm_marl.rollout.types import Trajectory
 
 from .helpers import episode, single_turn_episode, turn
@@ -159,5 +160,5 @@ def test_component_reward_credits_the_component_at_the_last_step():
     ep = _two_turn_episode(0, 0, [0.2, 0.0, 0.3])
     ep.reward_components = {"success": 1.0}
     assert component_reward("success")(ep) == [0.0, 0.0, 1.0]
-    with pytest.raises(KeyError, match="no reward component 'correct'"):
+    with pytest.raises(ConfigError, match="no reward component 'correct'"):
         component_reward("correct")(ep)

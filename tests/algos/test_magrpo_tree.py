@@ -11,6 +11,7 @@ import torch
 
 from llm_marl.algos import MAGRPO, MAGRPOConfig
 from llm_marl.algos.advantages import leaf_component_reward, tree_advantages, tree_returns
+from llm_marl.errors import ConfigError
 from llm_marl.policies.base import SamplingParams
 from llm_marl.rollout import collect
 from llm_marl.rollout.tree import RolloutTree, collect_tree
@@ -66,7 +67,7 @@ def test_a_reward_component_is_credited_at_the_leaves():
     assert by_position(tree, tree_returns(tree, 1.0, success)) == pytest.approx(
         [1.0, 0.5, 1.0, 1.0, 0.0, 1.0]
     )
-    with pytest.raises(KeyError, match="no reward component 'nope'"):
+    with pytest.raises(ConfigError, match="no reward component 'nope'"):
         tree_returns(tree, 1.0, leaf_component_reward("nope"))
 
 
