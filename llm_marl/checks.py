@@ -18,7 +18,7 @@ from typing import Any, NoReturn, TypeGuard
 
 from llm_marl.errors import ConfigError
 
-__all__ = ["check_int", "check_number", "is_int", "is_number"]
+__all__ = ["check_int", "check_number", "check_run_seed", "is_int", "is_number"]
 
 
 def is_int(value: Any) -> TypeGuard[numbers.Integral]:
@@ -75,3 +75,13 @@ def check_number(
 def _fail(name: str, expected: str, why: str, value: Any) -> NoReturn:
     reason = f" ({why})" if why else ""
     raise ConfigError(f"{name} must be {expected}{reason}, got {value!r}")
+
+
+def check_run_seed(value: Any, name: str = "seed") -> int:
+    """``value`` as an ``int`` if it is a run's base seed (of training, an evaluation, a
+    ``collect`` call): an int in ``[0, 2**32)``, numpy's seeding range. Raises
+    :class:`~llm_marl.errors.ConfigError` otherwise: a negative seed would fail only later, in
+    the envs' resets, episode by episode."""
+    if is_int(value) and 0 <= int(value) < 2**32:
+        return int(value)
+    raise ConfigError(f"{name} must be an int in [0, 2**32), got {value!r}")

@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from llm_marl.checks import check_run_seed
 from llm_marl.errors import ConfigError, LLMMarlError, OneLineArgumentParser
 
 if TYPE_CHECKING:
@@ -227,8 +228,8 @@ def _play(args: argparse.Namespace) -> int:
     from llm_marl.envs.registration import parse_env_args
 
     env_kwargs = parse_env_args(args.env_arg)
-    if args.seed is not None and not 0 <= args.seed < 2**32:
-        raise ConfigError(f"--seed must be in [0, 2**32), got {args.seed}")
+    if args.seed is not None:
+        check_run_seed(args.seed, "--seed")
     try:
         env = llm_marl.make(args.env_id, render_mode="ansi", **env_kwargs)
     except Exception as exc:

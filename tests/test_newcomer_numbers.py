@@ -29,7 +29,7 @@ def no_models(monkeypatch):
     # `llm_marl.train.run` the module (the package re-exports a function of that name).
     run_module = importlib.import_module("llm_marl.train.run")
 
-    def refuse(config):
+    def refuse(config, **kwargs):
         raise _Built
 
     monkeypatch.setattr(run_module, "build_policies", refuse)

@@ -47,8 +47,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from llm_marl.checks import check_int, check_run_seed
 from llm_marl.envs.registration import parse_env_args
-from llm_marl.errors import ConfigError, OneLineArgumentParser
+from llm_marl.errors import ConfigError, DataError, OneLineArgumentParser
 from llm_marl.eval.coding import CODING
 from llm_marl.eval.family import EnvFamily, Family, split_names
 from llm_marl.eval.math import MATH
@@ -62,6 +63,7 @@ from llm_marl.policies.factory import SPEC_FORMS, build_policy, parse_policy_spe
 from llm_marl.policies.quiet import quiet_transformers
 from llm_marl.rollout.judges import AnswerJudge, CodeExpert
 from llm_marl.rollout.tokenizers import with_agent_tokenizer
+from llm_marl.tools.files import check_writable
 from llm_marl.tools.search.cache import CACHE_MODES
 
 __all__ = ["FAMILIES", "main"]
@@ -218,6 +220,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         sampling = _sampling(family, list(specs), args)
         ks = _ints(args.k, "--k")
         check_k(ks, args.samples)
+        if args.limit is not None:
+            check_int(args.limit, "--limit")
+        check_run_seed(args.seed, "--seed")
+        if args.benchmarks is not None and not split_names(args.benchmarks):
+            raise ConfigError(
+                f"--benchmarks {args.benchmarks!r} names no benchmark: name one, or leave the "
+                "option out for the family's set"
+            )
+        for flag, path in (("--output", args.output), ("--episodes-out", args.episodes_out)):
+            if path is not None:
+                check_writable(path, flag)
         env_kwargs = parse_env_args(args.env_arg)
         _check_expert(args.expert, env_kwargs)
         _check_search(args, family, env_kwargs)
@@ -259,10 +272,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             close = getattr(policy, "close", None)
             if callable(close):
                 close()
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2)
+    # The table first: a report file that can no longer be written loses no result.
     print(format_report(report), file=sys.stdout)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                json.dump(report, f, indent=2)
+        except OSError as err:
+            raise DataError(f"cannot write the report to {args.output}: {err.strerror}") from err
     lost = all_failed(report)
     if lost is not None:
         # Not a user error (2): the run went through and nothing could be scored (a dead

@@ -30,6 +30,7 @@ from typing import Any, TypedDict
 
 from tqdm.auto import tqdm
 
+from llm_marl.checks import check_run_seed
 from llm_marl.envs.registration import make
 from llm_marl.errors import ConfigError
 from llm_marl.eval.metrics import ExtraMetrics, Record, averages, benchmark_scores, check_k
@@ -150,6 +151,7 @@ def evaluate(
         raise ConfigError(f"batch_size must be a positive int or None, got {batch_size!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"limit must be a positive int or None, got {limit!r}")
+    check_run_seed(seed)
     rows = _benchmarks(benchmarks)
     common = dict(env_kwargs or {})
     agents = list(policies)

@@ -135,7 +135,10 @@ class EpisodeWriter:
         self.path = Path(path)
         if self.path.parent and not self.path.parent.is_dir():
             raise DataError(f"cannot write episodes to {self.path}: {self.path.parent} is no dir")
-        self._file = self.path.open("w", encoding="utf-8")
+        try:
+            self._file = self.path.open("w", encoding="utf-8")
+        except OSError as err:
+            raise DataError(f"cannot write episodes to {self.path}: {err.strerror}") from err
 
     def write(self, records: list[Record]) -> None:
         """Append ``records``, one JSON line each.

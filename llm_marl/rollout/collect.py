@@ -38,6 +38,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from llm_marl.checks import check_run_seed
 from llm_marl.envs.registration import make
 from llm_marl.envs.vector import VectorEnv
 from llm_marl.policies.base import (
@@ -114,6 +115,8 @@ def collect(
     ``KeyboardInterrupt`` and other ``BaseException`` s always propagate.
     """
     check_group_size(group_size)
+    if seed is not None:
+        check_run_seed(seed)
     return play(
         env,
         policies,

@@ -52,6 +52,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from llm_marl.checks import check_run_seed
 from llm_marl.envs.vector import VectorEnv
 from llm_marl.policies.base import Completion, Policy, SamplingParams, per_agent_sampling
 from llm_marl.rollout.collect import (
@@ -248,6 +249,8 @@ def collect_tree(
             f"branching must be an int >= 2 (siblings are each other's baseline), got {branching!r}"
         )
     check_depth(depth)
+    if seed is not None:
+        check_run_seed(seed)
     return play_tree(
         env,
         policies,

@@ -2,6 +2,7 @@
 
 Writers build the new version in a sibling temporary directory (same file system, so that
 ``os.replace`` is a rename) and hand it to :func:`replace_dir` once it is complete.
+:func:`check_writable` asks, before long work, whether its result file can be written at all.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["NO_SPACE", "no_space", "replace_dir"]
+from llm_marl.errors import ConfigError
+
+__all__ = ["NO_SPACE", "check_writable", "no_space", "replace_dir"]
 
 NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 """The errnos of a full disk (or an exhausted quota)."""
@@ -53,3 +56,24 @@ def replace_dir(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Non
         os.replace(out, trash / "d")
         shutil.rmtree(trash, ignore_errors=True)
     os.replace(src, out)
+
+
+def check_writable(path: str | os.PathLike[str], what: str) -> None:
+    """:class:`~llm_marl.errors.ConfigError` naming ``what`` unless a file can be written at
+    ``path``: asked before long work whose result goes there, so the work is not lost at the
+    end. A file that does not exist yet is created and removed again: the one test the file
+    system answers truthfully (``os.access`` says yes to root on ``/proc`` or a read-only mount).
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise ConfigError(f"{what} {target}: that is a directory, not a file")
+    if not target.parent.is_dir():
+        raise ConfigError(f"{what} {target}: {target.parent} is not a directory")
+    existed = target.exists()
+    try:
+        with target.open("a", encoding="utf-8"):
+            pass
+    except OSError as err:
+        raise ConfigError(f"{what} {target}: cannot write there ({err.strerror})") from None
+    if not existed:
+        target.unlink(missing_ok=True)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from llm_marl.algos import Algorithm
+from llm_marl.checks import check_run_seed
 from llm_marl.distributed.resources import EngineBackend, FullSync, LearnerPlace, RayResources
 from llm_marl.errors import ConfigError, DiskFullError, TrainingError
 from llm_marl.policies.base import Policy, SamplingParams, per_agent_sampling
@@ -186,9 +187,7 @@ class TrainerConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.keep_checkpoints < 1:
             raise ValueError(f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}")
-        if not 0 <= self.seed < 2**32:
-            # numpy's generators and the envs' resets refuse other seeds, mid-run.
-            raise ValueError(f"seed must be in [0, 2**32), got {self.seed}")
+        check_run_seed(self.seed)
 
 
 # ---------------------------------------------------------------------------------------- Trainer

@@ -217,6 +217,21 @@ def test_any_env_with_its_own_config(team, capsys):
             ["--actor", "scripted:cli_team:ACTOR", "--datasets", "no_such_benchmark"],
             "no_such_benchmark",
         ),
+        # Each of the following was a traceback, or a run that ignored the option: checked now
+        # before any model is loaded or episode played.
+        (["--actor", "scripted:cli_team:ACTOR", "--limit", "0"], "--limit must be an int >= 1"),
+        (["--coder", "scripted:cli_team:CODER", "--seed", "-1"], "--seed must be an int in"),
+        (["--coder", "scripted:cli_team:CODER", "--benchmarks", ""], "names no benchmark"),
+        (["--coder", "scripted:cli_team:CODER", "--benchmarks", ",,"], "names no benchmark"),
+        (
+            ["--coder", "scripted:cli_team:CODER", "--output", "/proc/no/report.json"],
+            "--output /proc/no/report.json: /proc/no is not a directory",
+        ),
+        (
+            ["--coder", "scripted:cli_team:CODER", "--episodes-out", "/proc/episodes.jsonl"],
+            "--episodes-out /proc/episodes.jsonl: cannot write there",
+        ),
+        (["--coder", "scripted:cli_team:CODER", "--output", "/"], "that is a directory"),
     ],
 )
 def test_user_errors_are_one_line(team, argv, message, capsys):

@@ -141,3 +141,21 @@ def test_collect_through_frozen_agents_and_a_factory():
     )
     assert len(eps) == 8 and all(e.total_reward == 1.0 for e in eps)
     assert list(eps[0].trajectories) == ["listener"]
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 1.5, True, "0"])
+def test_a_bad_base_seed_is_refused_before_any_episode_is_played(seed):
+    # It used to reach the envs' resets, where every episode with a negative seed failed alone.
+    from llm_marl.errors import ConfigError
+    from llm_marl.eval import evaluate
+    from llm_marl.rollout import collect_tree
+
+    played = []
+    team = {a: ScriptedPolicy(lambda c: played.append(c) or "1") for a in ("left", "right")}
+    with pytest.raises(ConfigError, match="seed must be an int in \\[0, 2\\*\\*32\\)"):
+        collect("coordination-v0", team, 2, seed=seed, progress=False)
+    with pytest.raises(ConfigError, match="seed must be an int in"):
+        collect_tree("coordination-v0", team, 1, 2, seed=seed, progress=False)
+    with pytest.raises(ConfigError, match="seed must be an int in"):
+        evaluate("coordination-v0", team, seed=seed, progress=False)
+    assert not played

@@ -116,7 +116,7 @@ def test_missing_logging_package_fails_before_any_model(tmp_path, monkeypatch, c
 
     built = []  # the module, not the function llm_marl.train.run that shadows it
     run_module = importlib.import_module("llm_marl.train.run")
-    monkeypatch.setattr(run_module, "_build_policies", lambda c: built.append(c))
+    monkeypatch.setattr(run_module, "_build_policies", lambda c, *rest: built.append(c))
     argv = ["train", "--output-dir", str(tmp_path / "run"), "--wandb", "--steps", "1"]
     assert main(argv) == 2
     err = capsys.readouterr().err
