@@ -39,7 +39,8 @@ _RUN: dict[str, Any] = {
 
 # What the two toy presets share: tiny LMs, one-digit answers sampled at temperature 1, a KL
 # term, two passes per batch. Source of every toy value: chosen for llm_marl's CPU toys (they
-# learn in minutes on 2 cores), not taken from a paper.
+# learn in minutes on 2 cores), not taken from a paper; how they learn on which seeds is
+# measured below (_TOY_LR_WARMUP).
 _TOY_SAMPLING: dict[str, Any] = {"max_new_tokens": 2, "temperature": 1.0, "top_p": 1.0}
 _TOY: dict[str, Any] = {
     "trainer": {
@@ -87,7 +88,9 @@ _TOY: dict[str, Any] = {
 # 0.420 (before the adapters were seeded from the run's seed: 0.569, 0.336 and 0.420).
 # toy-referential takes the same values; its LoRA run was not measured.
 _TOY_LORA: dict[str, Any] = {
-    "algorithm": {"lr": 1e-2},
+    # No learning-rate warm-up: the LoRA runs above were measured without one (the full-weight
+    # toy presets' warm-up, below, came later and was not measured with adapters).
+    "algorithm": {"lr": 1e-2, "warmup_steps": 0},
     "policies": {"lora_modules_to_save": ["embed_tokens"]},
 }
 
@@ -109,34 +112,39 @@ def _toy(
     return preset("magrpo", name, summary, values, defaults=(_RUN, _TOY), auto=True, lora=_TOY_LORA)
 
 
+# Both toy presets warm the learning rate up linearly over the first 20 optimizer steps (10 RL
+# steps: 2 epochs of one minibatch each). Why: after the format warm-up each agent writes the
+# same uniform digit whatever its prompt, so the first updates carry almost no signal, while
+# Adam's first steps move every weight by about lr whatever the gradient's size. At full lr the
+# referential speaker's digits jumped (0.25 -> 0.09-0.42 in one step) alike for every target,
+# and on seed 1 the listener's k3 KL reached 158 nats/token in its first update. Chosen for
+# llm_marl's CPU toys, measured with a sampled evaluation of 16 episodes per task (the presets
+# evaluate 8), tests/algos/test_learning.py training the same runs to step 60 / 100:
+# toy-referential (chance 0.4), team reward at steps 60 / 100:
+#   warm-up 0, seeds 0-5:  0.96/0.98 0.39/0.46 0.93/0.93 0.94/0.94 0.93/0.94 0.95/0.96
+#   warm-up 20, seeds 0-9: 0.96/0.98 0.94/0.96 0.91/0.94 0.90/0.94 0.95/0.89 0.94/0.94
+#                          0.94/0.89 0.94/0.94 0.93/0.95 0.90/0.89
+#   (seed 1 without it: at chance from start to end; kl_coef 0.02 instead also rescued it,
+#   0.99 at step 60, not run on other seeds).
+# toy-coordination (chance 0.36), team reward at steps 100 / 150:
+#   warm-up 0, seeds 0-5:  0.84/0.90 0.90/0.89 0.89/0.88 0.57/0.88 0.87/0.88 0.84/0.85
+#   warm-up 20, seeds 0-7 (run to step 100 only): 0.87 0.88 0.88 0.78 0.87 0.89 0.83 0.86
+_TOY_LR_WARMUP = 20
+
 # The offline default: two tiny LMs learn a coordination convention on CPU.
 TOY_COORDINATION = _toy(
     "toy-coordination",
     "two offline tiny LMs learn a coordination convention on CPU (the default)",
     {"env": "coordination-v0", "steps": 150, "tasks_per_step": 5},
     format_warmup_steps=60,
+    algorithm={"warmup_steps": _TOY_LR_WARMUP},
 )
-# toy-referential warms the learning rate up linearly over the first 20 optimizer steps (10 RL
-# steps: 2 epochs of one minibatch each). Why: after the format warm-up the speaker writes the
-# same uniform digit whatever the target, so the first updates carry almost no signal, while
-# Adam's first steps move every weight by about lr whatever the gradient's size: at full lr the
-# speaker's digits jumped (0.25 -> 0.09-0.42 in one step) alike for every target, and on seed 1
-# the listener's k3 KL reached 158 nats/token in its first update. Chosen for llm_marl's CPU
-# toys, measured (sampled evaluation, 16 episodes per task where the preset evaluates 8;
-# chance 0.4), team reward at steps 60 / 100 of the preset's run (tests/algos/test_learning.py
-# trains the same run to step 60):
-#   warm-up 0, seeds 0-5:  0.96/0.98 0.39/0.46 0.93/0.93 0.94/0.94 0.93/0.94 0.95/0.96
-#   warm-up 20, seeds 0-9: 0.96/0.98 0.94/0.96 0.91/0.94 0.90/0.94 0.95/0.89 0.94/0.94
-#                          0.94/0.89 0.94/0.94 0.93/0.95 0.90/0.89
-# (seed 1 without it: at chance from start to end). kl_coef 0.02 instead also rescued seed 1
-# (0.99 at step 60; not run on other seeds).
-_REFERENTIAL_LR_WARMUP = 20
 TOY_REFERENTIAL = _toy(
     "toy-referential",
     "two offline tiny LMs learn to name an object (speaker -> listener) on CPU",
     {"env": "referential-v0", "steps": 100, "tasks_per_step": 4},
     format_warmup_steps=150,
-    algorithm={"warmup_steps": _REFERENTIAL_LR_WARMUP},
+    algorithm={"warmup_steps": _TOY_LR_WARMUP},
 )
 
 # The released rollout sampling of MAGRPO's code runs: 256 new tokens, temperature 0.6, top-p
