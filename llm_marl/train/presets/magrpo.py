@@ -95,23 +95,6 @@ _TOY_LORA: dict[str, Any] = {
 }
 
 
-def _toy(
-    name: str,
-    summary: str,
-    trainer: dict[str, Any],
-    format_warmup_steps: int,
-    algorithm: dict[str, Any] | None = None,
-) -> Preset:
-    """A toy preset: the :data:`_TOY` values for ``trainer["env"]`` (chosen by that env without
-    ``--preset``), ``algorithm`` over :data:`_TOY`'s, its ``--lora`` layer :data:`_TOY_LORA`."""
-    values = {
-        "trainer": trainer,
-        "algorithm": algorithm or {},
-        "policies": {"format_warmup_steps": format_warmup_steps},
-    }
-    return preset("magrpo", name, summary, values, defaults=(_RUN, _TOY), auto=True, lora=_TOY_LORA)
-
-
 # Both toy presets warm the learning rate up linearly over the first 20 optimizer steps (10 RL
 # steps: 2 epochs of one minibatch each). Why: after the format warm-up each agent writes the
 # same uniform digit whatever its prompt, so the first updates carry almost no signal, while
@@ -131,20 +114,31 @@ def _toy(
 #   warm-up 20, seeds 0-7 (run to step 100 only): 0.87 0.88 0.88 0.78 0.87 0.89 0.83 0.86
 _TOY_LR_WARMUP = 20
 
+
+def _toy(name: str, summary: str, trainer: dict[str, Any], format_warmup_steps: int) -> Preset:
+    """A toy preset: the :data:`_TOY` values for ``trainer["env"]`` (chosen by that env without
+    ``--preset``), the learning-rate warm-up :data:`_TOY_LR_WARMUP`, its ``--lora`` layer
+    :data:`_TOY_LORA`."""
+    values = {
+        "trainer": trainer,
+        "algorithm": {"warmup_steps": _TOY_LR_WARMUP},
+        "policies": {"format_warmup_steps": format_warmup_steps},
+    }
+    return preset("magrpo", name, summary, values, defaults=(_RUN, _TOY), auto=True, lora=_TOY_LORA)
+
+
 # The offline default: two tiny LMs learn a coordination convention on CPU.
 TOY_COORDINATION = _toy(
     "toy-coordination",
     "two offline tiny LMs learn a coordination convention on CPU (the default)",
     {"env": "coordination-v0", "steps": 150, "tasks_per_step": 5},
     format_warmup_steps=60,
-    algorithm={"warmup_steps": _TOY_LR_WARMUP},
 )
 TOY_REFERENTIAL = _toy(
     "toy-referential",
     "two offline tiny LMs learn to name an object (speaker -> listener) on CPU",
     {"env": "referential-v0", "steps": 100, "tasks_per_step": 4},
     format_warmup_steps=150,
-    algorithm={"warmup_steps": _TOY_LR_WARMUP},
 )
 
 # The released rollout sampling of MAGRPO's code runs: 256 new tokens, temperature 0.6, top-p
