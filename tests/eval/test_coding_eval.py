@@ -101,6 +101,7 @@ def test_canonical_solutions_pass_everything_and_wrong_ones_nothing(sandbox, hum
     assert b["pass@1"] == 0.0 and b["num_success"] == 0 and b["test_pass_rate"] < 0.2
 
 
+@pytest.mark.slow  # among the slowest of the fast loop (issue 22: under 3 minutes)
 def test_the_bundled_cooperative_sample_with_its_reference_split(sandbox):
     tasks = llm_marl.make("coop_humaneval-v0", dataset="sample").unwrapped.tasks
     team = {
@@ -186,6 +187,7 @@ def test_train_multi_turn_evaluate_single_turn(sandbox, tmp_path):
     assert two["benchmarks"]["sample"]["pass@1"] == one["benchmarks"]["sample"]["pass@1"] == 0.0
 
 
+@pytest.mark.slow  # among the slowest of the fast loop (issue 22: under 3 minutes)
 def test_benchmark_names_pick_the_env_and_its_data(sandbox, monkeypatch, data_dir):
     monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
     seen = []

@@ -115,6 +115,7 @@ def test_resume_with_a_kl_reference_is_the_uninterrupted_run(tmp_path, algo_lm_p
         ), agent
 
 
+@pytest.mark.slow  # among the slowest of the fast loop (issue 22: under 3 minutes)
 def test_without_the_saved_reference_the_resumed_run_differs(tmp_path, algo_lm_path):
     """The control: the check above can fail. An old checkpoint (no references/) warns, keeps
     the policy's own reference, and the KL then differs from the uninterrupted run's."""

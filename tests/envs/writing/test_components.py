@@ -126,6 +126,7 @@ def test_policy_judge_refuses_a_trainable_policy():
         PolicyJudge(Learner(lambda c: ""))
 
 
+@pytest.mark.slow  # among the slowest of the fast loop (issue 22: under 3 minutes)
 def test_writing_eval_reports_levels_guards_and_rouge_per_split():
     pytest.importorskip("rouge_score", reason="the 'writing' extra is not installed")
     from llm_marl.eval.writing import writing_eval

@@ -49,6 +49,7 @@ def test_a_helper_that_hard_codes_the_examples_earns_nothing_under_hidden(sandbo
     assert info["tests_passed"] == 0 and reward == pytest.approx(1.5)
 
 
+@pytest.mark.slow  # among the slowest of the fast loop (issue 22: under 3 minutes)
 def test_hidden_scoring_keeps_the_maximum_for_a_real_solution(sandbox):
     env = llm_marl.make("coop_humaneval-v0", dataset="sample", sandbox=sandbox, score_on="hidden")
     for task in env.unwrapped.tasks:
