@@ -30,7 +30,7 @@ from typing import Any, TypedDict
 
 from tqdm.auto import tqdm
 
-from llm_marl.checks import check_run_seed
+from llm_marl.checks import check_int, check_run_seed
 from llm_marl.envs.registration import make
 from llm_marl.errors import ConfigError
 from llm_marl.eval.metrics import ExtraMetrics, Record, averages, benchmark_scores, check_k
@@ -145,12 +145,10 @@ def evaluate(
         are counted in ``num_errors`` and excluded from every score.
     """
     ks = check_k(k, samples)
-    if batch_size is not None and (
-        isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
-    ):
-        raise ConfigError(f"batch_size must be a positive int or None, got {batch_size!r}")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ConfigError(f"limit must be a positive int or None, got {limit!r}")
+    if batch_size is not None:
+        batch_size = check_int(batch_size, "batch_size")
+    if limit is not None:
+        limit = check_int(limit, "limit")
     check_run_seed(seed)
     rows = _benchmarks(benchmarks)
     common = dict(env_kwargs or {})
